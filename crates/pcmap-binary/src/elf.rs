@@ -1,0 +1,725 @@
+//! The ELF binary model: parsing the file header, sections, segments, notes and symbols.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym};
+use object::{Endianness, elf};
+
+use crate::Function;
+use crate::error::{Error, Result, malformed};
+use crate::section::{
+    Compression, CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHT_NOBITS, SHT_NOTE, Section,
+};
+use crate::symbols::{FunctionSymbol, FunctionTable, NamingKind, NamingSymbol, bolt_names};
+use crate::x86::InstructionIter;
+
+/// ELF file type (`e_type`), with PIE executables told apart from shared libraries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// `ET_REL`: a relocatable object.
+    Relocatable,
+    /// `ET_EXEC`: a position-dependent executable.
+    Executable,
+    /// `ET_DYN` with `PT_INTERP` or `DF_1_PIE`: a position-independent executable.
+    PieExecutable,
+    /// `ET_DYN` otherwise: a shared library.
+    SharedObject,
+    /// `ET_CORE`.
+    Core,
+    /// Any other `e_type` value.
+    Other(u16),
+}
+
+impl FileKind {
+    /// A short description, e.g. "PIE executable".
+    pub fn describe(self) -> String {
+        match self {
+            FileKind::Relocatable => "relocatable object (ET_REL)".into(),
+            FileKind::Executable => "executable (ET_EXEC)".into(),
+            FileKind::PieExecutable => "PIE executable (ET_DYN)".into(),
+            FileKind::SharedObject => "shared object (ET_DYN)".into(),
+            FileKind::Core => "core file (ET_CORE)".into(),
+            FileKind::Other(t) => format!("unknown type {t:#x}"),
+        }
+    }
+}
+
+/// The target machine (`e_machine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Machine {
+    /// `EM_X86_64`.
+    X86_64,
+    /// `EM_386`.
+    X86,
+    /// `EM_AARCH64`.
+    Aarch64,
+    /// Anything else, with its `e_machine` value.
+    Other(u16),
+}
+
+impl Machine {
+    /// The machine's usual name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Machine::X86_64 => "x86-64",
+            Machine::X86 => "i386",
+            Machine::Aarch64 => "AArch64",
+            Machine::Other(_) => "unknown machine",
+        }
+    }
+}
+
+/// One program header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// `p_type`.
+    pub p_type: u32,
+    /// `p_flags`.
+    pub flags: u32,
+    /// `p_offset`.
+    pub offset: u64,
+    /// `p_vaddr`.
+    pub vaddr: u64,
+    /// `p_filesz`.
+    pub file_size: u64,
+    /// `p_memsz`.
+    pub mem_size: u64,
+    /// `p_align`.
+    pub align: u64,
+}
+
+/// `PT_LOAD`.
+pub const PT_LOAD: u32 = 1;
+
+/// One ELF note (from an `SHT_NOTE` section, or a `PT_NOTE` segment when there are no sections).
+#[derive(Debug, Clone, Copy)]
+pub struct Note<'data> {
+    /// The section holding the note, if it came from a section.
+    pub section: Option<usize>,
+    /// Owner name without the terminating NUL (e.g. `GNU`, `BOLT`).
+    pub name: &'data [u8],
+    /// `n_type`.
+    pub n_type: u32,
+    /// Descriptor bytes.
+    pub desc: &'data [u8],
+}
+
+/// `NT_GNU_BUILD_ID`.
+pub const NT_GNU_BUILD_ID: u32 = 3;
+
+/// A parsed ELF file borrowing the bytes it was parsed from.
+#[derive(Debug)]
+pub struct Binary<'data> {
+    data: &'data [u8],
+    is_64: bool,
+    is_little_endian: bool,
+    kind: FileKind,
+    machine: Machine,
+    entry: u64,
+    sections: Vec<Section<'data>>,
+    segments: Vec<Segment>,
+    notes: Vec<Note<'data>>,
+    functions: FunctionTable<'data>,
+    /// True when the functions came from `.dynsym` because there is no `.symtab`.
+    symbols_from_dynsym: bool,
+}
+
+impl<'data> Binary<'data> {
+    /// Parse an ELF file (ELF32 or ELF64, either endianness). Fails with a typed error naming
+    /// the structure and file offset for any malformed part the model relies on.
+    pub fn parse(data: &'data [u8]) -> Result<Self> {
+        if data.len() < 16 || &data[..4] != b"\x7fELF" {
+            return Err(Error::NotElf(if data.len() < 4 {
+                format!("the file is only {} bytes long", data.len())
+            } else {
+                "the file does not start with the ELF magic bytes 7f 45 4c 46".into()
+            }));
+        }
+        match data[4] {
+            1 => parse_elf::<elf::FileHeader32<Endianness>>(data),
+            2 => parse_elf::<elf::FileHeader64<Endianness>>(data),
+            c => Err(malformed(
+                "file header",
+                4,
+                format!("EI_CLASS is {c}, expected 1 (ELF32) or 2 (ELF64)"),
+            )),
+        }
+    }
+
+    /// The bytes the binary was parsed from.
+    pub fn data(&self) -> &'data [u8] {
+        self.data
+    }
+
+    /// ELF64 rather than ELF32.
+    pub fn is_64(&self) -> bool {
+        self.is_64
+    }
+
+    /// Little-endian rather than big-endian.
+    pub fn is_little_endian(&self) -> bool {
+        self.is_little_endian
+    }
+
+    /// File type.
+    pub fn kind(&self) -> FileKind {
+        self.kind
+    }
+
+    /// Target machine.
+    pub fn machine(&self) -> Machine {
+        self.machine
+    }
+
+    /// Entry point (`e_entry`).
+    pub fn entry(&self) -> u64 {
+        self.entry
+    }
+
+    /// All section headers, in file order (index 0 is the null section).
+    pub fn sections(&self) -> &[Section<'data>] {
+        &self.sections
+    }
+
+    /// The first section called `name`.
+    pub fn section_by_name(&self, name: &str) -> Option<&Section<'data>> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+
+    /// A section's contents, decompressed if it is `SHF_COMPRESSED`.
+    pub fn section_data(&self, section: &Section<'data>) -> Result<Cow<'data, [u8]>> {
+        section.data()
+    }
+
+    /// Program headers.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// All notes.
+    pub fn notes(&self) -> &[Note<'data>] {
+        &self.notes
+    }
+
+    /// The GNU build-id (`NT_GNU_BUILD_ID` note), if present.
+    pub fn build_id(&self) -> Option<&'data [u8]> {
+        self.notes
+            .iter()
+            .find(|n| n.name == b"GNU" && n.n_type == NT_GNU_BUILD_ID)
+            .map(|n| n.desc)
+    }
+
+    /// The build-id as lower-case hex, as `perf buildid-list` and BOLT print it.
+    pub fn build_id_hex(&self) -> Option<String> {
+        self.build_id()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+    }
+
+    /// The function table (symbols from `.symtab`, or `.dynsym` in a stripped file).
+    pub fn function_table(&self) -> &FunctionTable<'data> {
+        &self.functions
+    }
+
+    /// Distinct functions sorted by address.
+    pub fn functions(&self) -> &[Function] {
+        self.functions.functions()
+    }
+
+    /// The function containing `address`, in O(log n).
+    pub fn function_at(&self, address: u64) -> Option<&Function> {
+        self.functions.function_at(address)
+    }
+
+    /// The primary (first) symbol naming `function`.
+    pub fn function_name(&self, function: &Function) -> &'data str {
+        self.functions.primary(function).name
+    }
+
+    /// True if function symbols were taken from `.dynsym` because the file has no `.symtab`.
+    pub fn symbols_from_dynsym(&self) -> bool {
+        self.symbols_from_dynsym
+    }
+
+    /// The file offset of virtual address `address`, through the `PT_LOAD` segment holding it.
+    pub fn vaddr_to_offset(&self, address: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .filter(|s| s.p_type == PT_LOAD)
+            .find(|s| address >= s.vaddr && address - s.vaddr < s.file_size)
+            .map(|s| s.offset + (address - s.vaddr))
+    }
+
+    /// The virtual address at file offset `offset`, through the `PT_LOAD` segment holding it.
+    pub fn offset_to_vaddr(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .filter(|s| s.p_type == PT_LOAD)
+            .find(|s| offset >= s.offset && offset - s.offset < s.file_size)
+            .map(|s| s.vaddr + (offset - s.offset))
+    }
+
+    /// The load bias of a process mapping: a mapping of this file starting at run-time address
+    /// `map_start` with file offset `map_offset` (perf's MMAP `pgoff`) means run-time address
+    /// = file virtual address + bias. `None` if no `PT_LOAD` segment covers `map_offset`.
+    /// Non-PIE executables have bias 0 when mapped where they were linked.
+    pub fn load_bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
+        let vaddr = self.offset_to_vaddr(map_offset).or_else(|| {
+            // The mapping may start at the page below the segment's first byte.
+            self.segments
+                .iter()
+                .filter(|s| s.p_type == PT_LOAD)
+                .find(|s| map_offset <= s.offset && s.offset - map_offset < s.align.max(4096))
+                .map(|s| s.vaddr.wrapping_sub(s.offset - map_offset))
+        })?;
+        Some(map_start.wrapping_sub(vaddr))
+    }
+
+    /// `len` bytes of loaded content at virtual address `address` (from the file; `None` where
+    /// the range is not backed by file bytes).
+    pub fn bytes_at(&self, address: u64, len: u64) -> Option<&'data [u8]> {
+        let section = self.sections.iter().find(|s| {
+            s.contains_address(address) && s.sh_type != SHT_NOBITS && s.compression.is_none()
+        })?;
+        let start = usize::try_from(address - section.address).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        section.raw.get(start..end)
+    }
+
+    /// The bytes of `function`, read from its symbol's section (so this also works in
+    /// relocatable objects, where addresses are section offsets).
+    pub fn function_bytes(&self, function: &Function) -> Result<&'data [u8]> {
+        let no_bytes = || Error::NoBytes {
+            what: format!("function {}", self.function_name(function)),
+            address: function.address,
+        };
+        let section = function
+            .section_index
+            .and_then(|i| self.sections.get(i))
+            .filter(|s| s.sh_type != SHT_NOBITS && s.compression.is_none())
+            .ok_or_else(no_bytes)?;
+        let base = if self.kind == FileKind::Relocatable {
+            0
+        } else {
+            section.address
+        };
+        let start = function.address.checked_sub(base).ok_or_else(no_bytes)?;
+        let end = start.checked_add(function.size).ok_or_else(no_bytes)?;
+        let (start, end) = (
+            usize::try_from(start).map_err(|_| no_bytes())?,
+            usize::try_from(end).map_err(|_| no_bytes())?,
+        );
+        section.raw.get(start..end).ok_or_else(no_bytes)
+    }
+
+    /// Decode the instructions of `function`. x86-64 and i386 are decoded; other machines
+    /// (AArch64 included) give [`Error::UnsupportedMachine`].
+    pub fn instructions(&self, function: &Function) -> Result<InstructionIter<'data>> {
+        let bitness = self.bitness()?;
+        let bytes = self.function_bytes(function)?;
+        Ok(InstructionIter::new(bitness, bytes, function.address))
+    }
+
+    /// Decode arbitrary code bytes at `address` with this binary's instruction set.
+    pub fn decode(&self, bytes: &'data [u8], address: u64) -> Result<InstructionIter<'data>> {
+        Ok(InstructionIter::new(self.bitness()?, bytes, address))
+    }
+
+    fn bitness(&self) -> Result<u32> {
+        match self.machine {
+            Machine::X86_64 => Ok(64),
+            Machine::X86 => Ok(32),
+            m => Err(Error::UnsupportedMachine { machine: m.name() }),
+        }
+    }
+}
+
+fn object_error(structure: &str, offset: u64) -> impl Fn(object::read::Error) -> Error + '_ {
+    move |e| malformed(structure, offset, e.to_string())
+}
+
+fn parse_elf<'data, Elf>(data: &'data [u8]) -> Result<Binary<'data>>
+where
+    Elf: FileHeader<Endian = Endianness>,
+{
+    let header_size = std::mem::size_of::<Elf>();
+    if data.len() < header_size {
+        return Err(malformed(
+            "file header",
+            0,
+            format!(
+                "the file is {} bytes long; an ELF{} header needs {header_size}",
+                data.len(),
+                if header_size == 64 { 64 } else { 32 }
+            ),
+        ));
+    }
+    let header = Elf::parse(data).map_err(object_error("file header", 0))?;
+    let endian = header.endian().map_err(object_error("file header", 5))?;
+    let file_len = data.len() as u64;
+
+    // Section header table bounds, checked here so the error says where and why.
+    let shoff: u64 = header.e_shoff(endian).into();
+    if shoff != 0 {
+        let entsize = u64::from(header.e_shentsize(endian));
+        let expected = if header.is_type_64() { 64 } else { 40 };
+        if entsize != expected {
+            return Err(malformed(
+                "section header table",
+                shoff,
+                format!("e_shentsize is {entsize}, expected {expected}"),
+            ));
+        }
+        let shnum = header
+            .shnum(endian, data)
+            .map_err(object_error("section header table", shoff))?;
+        let end = shoff.checked_add(u64::from(shnum) * entsize);
+        if end.is_none_or(|end| end > file_len) {
+            return Err(malformed(
+                "section header table",
+                shoff,
+                format!(
+                    "{shnum} entries of {entsize} bytes extend past the end of the file ({file_len} bytes)"
+                ),
+            ));
+        }
+    }
+    let table = header
+        .sections(endian, data)
+        .map_err(object_error("section header table", shoff))?;
+    let shstrndx = header.shstrndx(endian, data).unwrap_or(0) as usize;
+    let (strtab_offset, strtab_size) = table
+        .section(object::SectionIndex(shstrndx))
+        .map(|s| (s.sh_offset(endian).into(), s.sh_size(endian).into()))
+        .unwrap_or((0u64, 0u64));
+
+    let mut sections = Vec::with_capacity(table.len());
+    for (index, sh) in table.enumerate() {
+        let index = index.0;
+        let sh_name = sh.sh_name(endian);
+        let name_bytes = table.section_name(endian, sh).map_err(|_| {
+            malformed(
+                format!("name of section {index}"),
+                strtab_offset + u64::from(sh_name),
+                format!("string offset {sh_name:#x} is outside the section name table (.shstrtab, {strtab_size} bytes)"),
+            )
+        })?;
+        let name = std::str::from_utf8(name_bytes).map_err(|_| {
+            malformed(
+                format!("name of section {index}"),
+                strtab_offset + u64::from(sh_name),
+                "not valid UTF-8",
+            )
+        })?;
+        let sh_type = sh.sh_type(endian).0;
+        let flags = sh.sh_flags(endian).0;
+        let offset: u64 = sh.sh_offset(endian).into();
+        let size: u64 = sh.sh_size(endian).into();
+        let raw = if sh_type == SHT_NOBITS || index == 0 {
+            &[][..]
+        } else {
+            sh.data(endian, data).map_err(|_| {
+                malformed(
+                    format!("contents of section {index} ({name})"),
+                    offset,
+                    format!("{size} bytes at offset {offset:#x} extend past the end of the file ({file_len} bytes)"),
+                )
+            })?
+        };
+        let compression = if flags & SHF_COMPRESSED != 0 && sh_type != SHT_NOBITS {
+            let (chdr, stream_offset, _) = sh
+                .compression(endian, data)
+                .map_err(object_error(
+                    &format!("compression header of section {index} ({name})"),
+                    offset,
+                ))?
+                .ok_or_else(|| {
+                    malformed(
+                        format!("compression header of section {index} ({name})"),
+                        offset,
+                        "missing",
+                    )
+                })?;
+            use object::read::elf::CompressionHeader as _;
+            let format = match chdr.ch_type(endian) {
+                elf::ELFCOMPRESS_ZLIB => CompressionFormat::Zlib,
+                elf::ELFCOMPRESS_ZSTD => CompressionFormat::Zstd,
+                t => {
+                    return Err(malformed(
+                        format!("compression header of section {index} ({name})"),
+                        offset,
+                        format!("unknown ch_type {}, expected 1 (zlib) or 2 (zstd)", t.0),
+                    ));
+                }
+            };
+            Some(Compression {
+                format,
+                header_len: (stream_offset - offset) as usize,
+                uncompressed_size: chdr.ch_size(endian).into(),
+            })
+        } else {
+            None
+        };
+        sections.push(Section {
+            index,
+            name,
+            sh_type,
+            flags,
+            address: sh.sh_addr(endian).into(),
+            offset,
+            size,
+            align: sh.sh_addralign(endian).into(),
+            link: sh.sh_link(endian),
+            info: sh.sh_info(endian),
+            entsize: sh.sh_entsize(endian).into(),
+            raw,
+            compression,
+        });
+    }
+
+    // Program headers.
+    let phoff: u64 = header.e_phoff(endian).into();
+    let phdrs = header.program_headers(endian, data).map_err(|e| {
+        malformed(
+            "program header table",
+            phoff,
+            format!(
+                "{e} ({} entries at offset {phoff:#x}, file is {file_len} bytes)",
+                header.e_phnum(endian)
+            ),
+        )
+    })?;
+    let segments: Vec<Segment> = phdrs
+        .iter()
+        .map(|p| Segment {
+            p_type: p.p_type(endian).0,
+            flags: p.p_flags(endian).0,
+            offset: p.p_offset(endian).into(),
+            vaddr: p.p_vaddr(endian).into(),
+            file_size: p.p_filesz(endian).into(),
+            mem_size: p.p_memsz(endian).into(),
+            align: p.p_align(endian).into(),
+        })
+        .collect();
+
+    // Notes: from sections, or from PT_NOTE segments when the file has no section headers.
+    let mut notes = Vec::new();
+    for (index, sh) in table.enumerate() {
+        if sh.sh_type(endian).0 != SHT_NOTE {
+            continue;
+        }
+        let offset: u64 = sh.sh_offset(endian).into();
+        let structure = format!("notes of section {} ({})", index.0, sections[index.0].name);
+        if let Some(mut iter) = sh
+            .notes(endian, data)
+            .map_err(object_error(&structure, offset))?
+        {
+            while let Some(note) = iter.next().map_err(object_error(&structure, offset))? {
+                notes.push(Note {
+                    section: Some(index.0),
+                    name: note.name(),
+                    n_type: note.n_type(endian).0,
+                    desc: note.desc(),
+                });
+            }
+        }
+    }
+    if table.is_empty() {
+        for p in phdrs {
+            let offset: u64 = p.p_offset(endian).into();
+            if let Some(mut iter) = p
+                .notes(endian, data)
+                .map_err(object_error("PT_NOTE segment", offset))?
+            {
+                while let Some(note) = iter
+                    .next()
+                    .map_err(object_error("PT_NOTE segment", offset))?
+                {
+                    notes.push(Note {
+                        section: None,
+                        name: note.name(),
+                        n_type: note.n_type(endian).0,
+                        desc: note.desc(),
+                    });
+                }
+            }
+        }
+    }
+
+    // Symbols: .symtab, else .dynsym.
+    let mut symtab = table
+        .symbols(endian, data, elf::SHT_SYMTAB)
+        .map_err(object_error("symbol table (.symtab)", 0))?;
+    let mut from_dynsym = false;
+    if symtab.is_empty() {
+        symtab = table
+            .symbols(endian, data, elf::SHT_DYNSYM)
+            .map_err(object_error("dynamic symbol table (.dynsym)", 0))?;
+        from_dynsym = !symtab.is_empty();
+    }
+    let (sym_strtab_offset, sym_strtab_size) = table
+        .section(symtab.string_section())
+        .map(|s| (s.sh_offset(endian).into(), s.sh_size(endian).into()))
+        .unwrap_or((0u64, 0u64));
+    let is_plt = |name: &str| matches!(name, ".plt" | ".plt.got" | ".plt.sec" | ".iplt");
+
+    let mut naming = Vec::with_capacity(symtab.len());
+    let mut funcs = Vec::new();
+    let mut current_file: Option<&'data str> = None;
+    for (sym_index, sym) in symtab.enumerate() {
+        let i = sym_index.0;
+        if i == 0 {
+            continue;
+        }
+        let st_type = sym.st_type();
+        let st_bind = sym.st_bind();
+        let shndx = sym.st_shndx(endian);
+        let section_index = symtab
+            .symbol_section(endian, sym, sym_index)
+            .map_err(object_error(&format!("section index of symbol {i}"), 0))?
+            .map(|s| s.0);
+        let is_undefined = shndx == elf::SHN_UNDEF;
+        let is_absolute = shndx == elf::SHN_ABS;
+        let st_name = sym.st_name(endian);
+        let raw_name = symtab.symbol_name(endian, sym).map_err(|_| {
+            malformed(
+                format!("name of symbol {i}"),
+                sym_strtab_offset + u64::from(st_name),
+                format!("string offset {st_name:#x} is outside the symbol string table ({sym_strtab_size} bytes)"),
+            )
+        })?;
+        let name = std::str::from_utf8(raw_name).map_err(|_| {
+            malformed(
+                format!("name of symbol {i}"),
+                sym_strtab_offset + u64::from(st_name),
+                "not valid UTF-8",
+            )
+        })?;
+        let section = section_index.and_then(|s| sections.get(s));
+        let kind = match st_type {
+            // LLVM's reader calls STT_GNU_IFUNC "other", so BOLT never names a function after one.
+            elf::STT_FUNC => NamingKind::Function,
+            elf::STT_SECTION => NamingKind::Section,
+            elf::STT_FILE => NamingKind::File,
+            _ => NamingKind::Other,
+        };
+        let address: u64 = sym.st_value(endian).into();
+        naming.push(NamingSymbol {
+            index: i,
+            // LLVM's reader reports a section symbol by its section's name.
+            name: if kind == NamingKind::Section {
+                section.map_or("", |s| s.name)
+            } else {
+                name
+            },
+            address,
+            kind,
+            is_local: st_bind == elf::STB_LOCAL,
+            is_undefined,
+            is_absolute,
+            in_alloc_section: section.is_some_and(|s| s.flags & SHF_ALLOC != 0),
+            in_plt_section: section.is_some_and(|s| is_plt(s.name)),
+        });
+        if kind == NamingKind::File {
+            current_file = Some(name);
+            continue;
+        }
+        if (st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC) && !is_undefined {
+            funcs.push(FunctionSymbol {
+                symbol_index: i,
+                name,
+                address,
+                size: sym.st_size(endian).into(),
+                is_local: st_bind == elf::STB_LOCAL,
+                is_weak: st_bind == elf::STB_WEAK,
+                is_ifunc: st_type == elf::STT_GNU_IFUNC,
+                section_index,
+                file: if st_bind == elf::STB_LOCAL {
+                    current_file
+                } else {
+                    None
+                },
+                bolt_name: String::new(),
+                bolt_file_name: None,
+            });
+        }
+    }
+    let mut bolt: HashMap<usize, (String, Option<String>)> = bolt_names(&naming);
+    for f in &mut funcs {
+        match bolt.remove(&f.symbol_index) {
+            Some((primary, alt)) => {
+                f.bolt_name = primary;
+                f.bolt_file_name = alt;
+            }
+            // Not named by BOLT (address 0, non-alloc section): fall back to the stored name.
+            None => f.bolt_name = f.name.to_string(),
+        }
+    }
+
+    let e_type = header.e_type(endian).0;
+    let kind = match e_type {
+        1 => FileKind::Relocatable,
+        2 => FileKind::Executable,
+        3 => {
+            let has_interp = segments.iter().any(|s| s.p_type == elf::PT_INTERP.0);
+            if has_interp || dynamic_has_pie_flag(&sections, data, header.is_type_64(), endian) {
+                FileKind::PieExecutable
+            } else {
+                FileKind::SharedObject
+            }
+        }
+        4 => FileKind::Core,
+        t => FileKind::Other(t),
+    };
+    let machine = match header.e_machine(endian).0 {
+        62 => Machine::X86_64,
+        3 => Machine::X86,
+        183 => Machine::Aarch64,
+        m => Machine::Other(m),
+    };
+
+    Ok(Binary {
+        data,
+        is_64: header.is_type_64(),
+        is_little_endian: header.is_little_endian(),
+        kind,
+        machine,
+        entry: header.e_entry(endian).into(),
+        sections,
+        segments,
+        notes,
+        functions: FunctionTable::new(funcs),
+        symbols_from_dynsym: from_dynsym,
+    })
+}
+
+/// `DT_FLAGS_1 & DF_1_PIE` in `.dynamic` (static-pie executables have no `PT_INTERP`).
+fn dynamic_has_pie_flag(
+    sections: &[Section<'_>],
+    _data: &[u8],
+    is_64: bool,
+    endian: Endianness,
+) -> bool {
+    const SHT_DYNAMIC: u32 = 6;
+    const DT_FLAGS_1: u64 = 0x6fff_fffb;
+    const DF_1_PIE: u64 = 0x0800_0000;
+    let Some(dynamic) = sections.iter().find(|s| s.sh_type == SHT_DYNAMIC) else {
+        return false;
+    };
+    let word = if is_64 { 8 } else { 4 };
+    let read = |b: &[u8]| -> u64 {
+        let mut v = 0u64;
+        for (k, &x) in b.iter().enumerate() {
+            match endian {
+                Endianness::Little => v |= u64::from(x) << (8 * k),
+                Endianness::Big => v = (v << 8) | u64::from(x),
+            }
+        }
+        v
+    };
+    dynamic
+        .raw
+        .chunks_exact(2 * word)
+        .map(|e| (read(&e[..word]), read(&e[word..])))
+        .any(|(tag, val)| tag == DT_FLAGS_1 && val & DF_1_PIE != 0)
+}

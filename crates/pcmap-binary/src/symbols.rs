@@ -1,0 +1,323 @@
+//! Function symbols, the address-sorted function table, and BOLT's names for local functions.
+
+use std::collections::HashMap;
+
+/// One `STT_FUNC` or `STT_GNU_IFUNC` symbol defined in the file.
+#[derive(Debug, Clone)]
+pub struct FunctionSymbol<'data> {
+    /// Index in its symbol table.
+    pub symbol_index: usize,
+    /// The symbol's name as stored.
+    pub name: &'data str,
+    /// `st_value`: a virtual address (section offset in relocatable objects).
+    pub address: u64,
+    /// `st_size`.
+    pub size: u64,
+    /// `STB_LOCAL` binding.
+    pub is_local: bool,
+    /// `STB_WEAK` binding.
+    pub is_weak: bool,
+    /// `STT_GNU_IFUNC` rather than `STT_FUNC`.
+    pub is_ifunc: bool,
+    /// Section index (`st_shndx`, extended indices resolved); `None` for absolute symbols.
+    pub section_index: Option<usize>,
+    /// The `STT_FILE` symbol that precedes this local symbol in the table, if any.
+    pub file: Option<&'data str>,
+    /// The name BOLT gives this symbol (`name` for globals, `name/N` for locals).
+    pub bolt_name: String,
+    /// BOLT's alternative name for a local function with a file symbol: `name/file/N`.
+    pub bolt_file_name: Option<String>,
+}
+
+/// A function: one address range named by one or more symbols (aliases share an address).
+#[derive(Debug, Clone)]
+pub struct Function {
+    /// Start address.
+    pub address: u64,
+    /// Size in bytes: the largest size among the symbols at this address.
+    pub size: u64,
+    /// Section index of the primary symbol.
+    pub section_index: Option<usize>,
+    /// Range of [`FunctionTable::symbols`] naming this function; the first is the primary name.
+    symbols: std::ops::Range<usize>,
+}
+
+impl Function {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.address.saturating_add(self.size)
+    }
+
+    /// True if `address` is inside the function (a zero-sized function contains only its start).
+    pub fn contains(&self, address: u64) -> bool {
+        address == self.address || (address > self.address && address < self.end())
+    }
+}
+
+/// All function symbols of a binary, sorted by address, and the functions they name.
+#[derive(Debug, Clone, Default)]
+pub struct FunctionTable<'data> {
+    symbols: Vec<FunctionSymbol<'data>>,
+    functions: Vec<Function>,
+}
+
+impl<'data> FunctionTable<'data> {
+    /// Build the table from symbols in any order.
+    pub(crate) fn new(mut symbols: Vec<FunctionSymbol<'data>>) -> Self {
+        // Address order; at one address, symbol-table order, so the primary (first) name is the
+        // one BOLT picks for the function.
+        symbols.sort_by_key(|s| (s.section_index, s.address, s.symbol_index));
+        let mut functions: Vec<Function> = Vec::new();
+        for (i, s) in symbols.iter().enumerate() {
+            match functions.last_mut() {
+                Some(f) if f.address == s.address && f.section_index == s.section_index => {
+                    f.size = f.size.max(s.size);
+                    f.symbols.end = i + 1;
+                }
+                _ => functions.push(Function {
+                    address: s.address,
+                    size: s.size,
+                    section_index: s.section_index,
+                    symbols: i..i + 1,
+                }),
+            }
+        }
+        // Relocatable objects key functions by (section, offset); lookups by address want one
+        // global address order.
+        functions.sort_by_key(|f| (f.address, f.section_index));
+        FunctionTable { symbols, functions }
+    }
+
+    /// Every function symbol, grouped by function and sorted by address.
+    pub fn symbols(&self) -> &[FunctionSymbol<'data>] {
+        &self.symbols
+    }
+
+    /// Distinct functions sorted by address.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// The symbols naming `function`, primary first.
+    pub fn names_of(&self, function: &Function) -> &[FunctionSymbol<'data>] {
+        &self.symbols[function.symbols.clone()]
+    }
+
+    /// The primary symbol of `function`.
+    pub fn primary(&self, function: &Function) -> &FunctionSymbol<'data> {
+        &self.symbols[function.symbols.start]
+    }
+
+    /// The function containing `address`, in O(log n). Where functions overlap, the one that
+    /// starts last before `address` and still contains it wins.
+    pub fn function_at(&self, address: u64) -> Option<&Function> {
+        let idx = self.functions.partition_point(|f| f.address <= address);
+        // Walk back over a few overlapping candidates (e.g. a zero-sized label inside a function).
+        self.functions[..idx]
+            .iter()
+            .rev()
+            .take(8)
+            .find(|f| f.contains(address))
+    }
+
+    /// Functions whose symbol is named `name` (stored name, BOLT name or BOLT file name).
+    pub fn by_name<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Function> + 'a {
+        self.functions.iter().filter(move |f| {
+            self.names_of(f).iter().any(|s| {
+                s.name == name || s.bolt_name == name || s.bolt_file_name.as_deref() == Some(name)
+            })
+        })
+    }
+}
+
+/// What BOLT's naming pass needs to know about every symbol of the table, in table order.
+#[derive(Debug, Clone)]
+pub(crate) struct NamingSymbol<'data> {
+    pub(crate) index: usize,
+    /// Stored name; for `STT_SECTION` symbols the section's name (as LLVM's reader reports it).
+    pub(crate) name: &'data str,
+    pub(crate) address: u64,
+    pub(crate) kind: NamingKind,
+    pub(crate) is_local: bool,
+    pub(crate) is_undefined: bool,
+    pub(crate) is_absolute: bool,
+    /// The symbol's section is `SHF_ALLOC`.
+    pub(crate) in_alloc_section: bool,
+    /// The symbol's section is a PLT section (`.plt`, `.plt.got`, `.plt.sec`, `.iplt`).
+    pub(crate) in_plt_section: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NamingKind {
+    Function,
+    Section,
+    File,
+    Other,
+}
+
+/// BOLT's names for every symbol index it names: `(primary, alternative)`.
+///
+/// BOLT (`RewriteInstance::discoverFileObjects` in LLVM 22) names symbols like this, and perf2bolt
+/// writes the same names into fdata and YAML profiles:
+/// 1. Walking the symbol table in order, every `STT_FILE` symbol (except LTO's artificial
+///    `ld-temp.o`) becomes the current file; each later defined local symbol is tied to it.
+/// 2. Symbols that live in memory (absolute, or in an `SHF_ALLOC` section; not `STT_FILE`, not
+///    undefined) are stably sorted by address; at one address functions come first and section
+///    symbols last.
+/// 3. In that order, skipping address 0, `__hot_start`/`__hot_end` and section symbols of PLT
+///    sections, each symbol gets a name: a global keeps its name; a local `n` becomes `n/K`
+///    where K counts the locals named `n` seen so far (starting at 1), and a local function
+///    tied to file `f` also gets the alternative `n/f/K'` with its own counter for `n/f`.
+///    Names starting with `.L` are prefixed with `PG` first; empty names become `ANONYMOUS.i`.
+pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> HashMap<usize, (String, Option<String>)> {
+    let mut file_of: HashMap<usize, &str> = HashMap::new();
+    let mut current_file: Option<&str> = None;
+    for s in symbols {
+        if s.is_undefined {
+            continue;
+        }
+        if s.kind == NamingKind::File {
+            if s.name != "ld-temp.o" {
+                current_file = Some(s.name);
+            }
+            continue;
+        }
+        if let Some(f) = current_file.filter(|f| !f.is_empty())
+            && s.is_local
+        {
+            file_of.insert(s.index, f);
+        }
+    }
+
+    let mut sorted: Vec<&NamingSymbol<'_>> = symbols
+        .iter()
+        .filter(|s| {
+            s.kind != NamingKind::File && (s.is_absolute || (!s.is_undefined && s.in_alloc_section))
+        })
+        .collect();
+    // Rank at equal addresses: functions, then others, then section symbols. (BOLT's comparator
+    // is this order expressed pairwise.)
+    let rank = |k: NamingKind| match k {
+        NamingKind::Function => 0,
+        NamingKind::Section => 2,
+        _ => 1,
+    };
+    sorted.sort_by_key(|s| (s.address, rank(s.kind)));
+
+    let mut counters: HashMap<String, u64> = HashMap::new();
+    let mut uniquify = |name: &str| -> String {
+        let n = counters.entry(name.to_string()).or_insert(0);
+        *n += 1;
+        format!("{name}/{n}")
+    };
+    let mut anonymous = 0u64;
+    let mut names = HashMap::new();
+    for s in sorted {
+        if s.is_undefined || s.address == 0 || s.name == "__hot_start" || s.name == "__hot_end" {
+            continue;
+        }
+        if s.kind == NamingKind::Section && s.in_plt_section {
+            continue;
+        }
+        let name = if s.name.starts_with(".L") {
+            format!("PG{}", s.name)
+        } else {
+            s.name.to_string()
+        };
+        let entry = if name.is_empty() {
+            let n = format!("ANONYMOUS.{anonymous}");
+            anonymous += 1;
+            (n, None)
+        } else if !s.is_local {
+            (name, None)
+        } else {
+            let alt_prefix = match (s.kind, file_of.get(&s.index)) {
+                (NamingKind::Function, Some(f)) => Some(format!("{name}/{f}")),
+                _ => None,
+            };
+            let primary = uniquify(&name);
+            (primary, alt_prefix.map(|p| uniquify(&p)))
+        };
+        names.insert(s.index, entry);
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sym(
+        index: usize,
+        name: &'static str,
+        address: u64,
+        kind: NamingKind,
+        is_local: bool,
+    ) -> NamingSymbol<'static> {
+        NamingSymbol {
+            index,
+            name,
+            address,
+            kind,
+            is_local,
+            is_undefined: false,
+            is_absolute: false,
+            in_alloc_section: kind != NamingKind::File,
+            in_plt_section: false,
+        }
+    }
+
+    #[test]
+    fn locals_count_per_name_in_address_order() {
+        let syms = vec![
+            sym(1, "a.c", 0, NamingKind::File, true),
+            sym(2, "helper", 0x2000, NamingKind::Function, true),
+            sym(3, "b.c", 0, NamingKind::File, true),
+            sym(4, "helper", 0x1000, NamingKind::Function, true),
+            sym(5, "helper", 0x3000, NamingKind::Other, true),
+            sym(6, "main", 0x1800, NamingKind::Function, false),
+        ];
+        let names = bolt_names(&syms);
+        assert_eq!(
+            names[&4],
+            ("helper/1".to_string(), Some("helper/b.c/1".to_string()))
+        );
+        assert_eq!(
+            names[&2],
+            ("helper/2".to_string(), Some("helper/a.c/1".to_string()))
+        );
+        assert_eq!(names[&5], ("helper/3".to_string(), None));
+        assert_eq!(names[&6], ("main".to_string(), None));
+    }
+
+    #[test]
+    fn function_at_handles_aliases_and_gaps() {
+        let mk = |i, name, address, size, is_local| FunctionSymbol {
+            symbol_index: i,
+            name,
+            address,
+            size,
+            is_local,
+            is_weak: false,
+            is_ifunc: false,
+            section_index: Some(1),
+            file: None,
+            bolt_name: name.to_string(),
+            bolt_file_name: None,
+        };
+        let t = FunctionTable::new(vec![
+            mk(3, "b", 0x20, 0x10, false),
+            mk(1, "a", 0x10, 0x8, false),
+            mk(2, "a_alias", 0x10, 0x8, true),
+        ]);
+        assert_eq!(t.functions().len(), 2);
+        let f = t.function_at(0x17).unwrap();
+        assert_eq!(t.primary(f).name, "a");
+        assert_eq!(t.names_of(f)[1].name, "a_alias");
+        assert_eq!(t.names_of(f).len(), 2);
+        assert!(t.function_at(0x18).is_none());
+        assert_eq!(t.primary(t.function_at(0x2f).unwrap()).name, "b");
+        assert!(t.function_at(0x30).is_none());
+        assert!(t.function_at(0x0).is_none());
+    }
+}
