@@ -120,6 +120,7 @@ pub struct Binary<'data> {
     sections: Vec<Section<'data>>,
     segments: Vec<Segment>,
     notes: Vec<Note<'data>>,
+    note_errors: Vec<Error>,
     functions: FunctionTable<'data>,
     /// True when the functions came from `.dynsym` because there is no `.symtab`.
     symbols_from_dynsym: bool,
@@ -197,9 +198,15 @@ impl<'data> Binary<'data> {
         &self.segments
     }
 
-    /// All notes.
+    /// All notes of well-formed note sections (or `PT_NOTE` segments).
     pub fn notes(&self) -> &[Note<'data>] {
         &self.notes
+    }
+
+    /// Errors from note sections whose notes could not be walked (their notes are left out of
+    /// [`Binary::notes`]).
+    pub fn note_errors(&self) -> &[Error] {
+        &self.note_errors
     }
 
     /// The GNU build-id (`NT_GNU_BUILD_ID` note), if present.
@@ -260,18 +267,32 @@ impl<'data> Binary<'data> {
     }
 
     /// The load bias of a process mapping: a mapping of this file starting at run-time address
-    /// `map_start` with file offset `map_offset` (perf's MMAP `pgoff`) means run-time address
-    /// = file virtual address + bias. `None` if no `PT_LOAD` segment covers `map_offset`.
-    /// Non-PIE executables have bias 0 when mapped where they were linked.
+    /// `map_start` with file offset `map_offset` (perf's MMAP `pgoff`, `/proc/PID/maps`' offset)
+    /// means run-time address = file virtual address + bias. `None` if no `PT_LOAD` segment
+    /// corresponds to the mapping. Non-PIE executables have bias 0 when mapped where they were
+    /// linked.
+    ///
+    /// The loader maps each `PT_LOAD` segment from its page-aligned file offset, so the segment
+    /// whose offset rounds down to `map_offset` is the one mapped; where several segments share
+    /// that page (tiny files), the executable one is preferred, as samples are taken in code.
     pub fn load_bias(&self, map_start: u64, map_offset: u64) -> Option<u64> {
-        let vaddr = self.offset_to_vaddr(map_offset).or_else(|| {
-            // The mapping may start at the page below the segment's first byte.
-            self.segments
-                .iter()
-                .filter(|s| s.p_type == PT_LOAD)
-                .find(|s| map_offset <= s.offset && s.offset - map_offset < s.align.max(4096))
-                .map(|s| s.vaddr.wrapping_sub(s.offset - map_offset))
-        })?;
+        const PAGE: u64 = 4096;
+        const PF_X: u32 = 1;
+        let loads = || self.segments.iter().filter(|s| s.p_type == PT_LOAD);
+        let segment = loads()
+            .filter(|s| s.offset & !(PAGE - 1) == map_offset)
+            .max_by_key(|s| s.flags & PF_X)
+            .or_else(|| {
+                loads()
+                    .find(|s| map_offset >= s.offset && map_offset - s.offset < s.file_size.max(1))
+            })?;
+        // The run-time address of file offset `map_offset` is `map_start`; its link-time address
+        // in this segment's mapping is the segment's vaddr minus the distance from the offset.
+        let vaddr = if map_offset <= segment.offset {
+            segment.vaddr.wrapping_sub(segment.offset - map_offset)
+        } else {
+            segment.vaddr.wrapping_add(map_offset - segment.offset)
+        };
         Some(map_start.wrapping_sub(vaddr))
     }
 
@@ -504,24 +525,36 @@ where
 
     // Notes: from sections, or from PT_NOTE segments when the file has no section headers.
     let mut notes = Vec::new();
+    let mut note_errors = Vec::new();
     for (index, sh) in table.enumerate() {
         if sh.sh_type(endian).0 != SHT_NOTE {
             continue;
         }
         let offset: u64 = sh.sh_offset(endian).into();
         let structure = format!("notes of section {} ({})", index.0, sections[index.0].name);
-        if let Some(mut iter) = sh
-            .notes(endian, data)
-            .map_err(object_error(&structure, offset))?
-        {
-            while let Some(note) = iter.next().map_err(object_error(&structure, offset))? {
-                notes.push(Note {
-                    section: Some(index.0),
-                    name: note.name(),
-                    n_type: note.n_type(endian).0,
-                    desc: note.desc(),
-                });
+        // A malformed note section does not make the whole file unreadable: its notes are
+        // skipped and the error is kept for `note_errors`, so a tool that reads that section's
+        // bytes itself (e.g. the BAT decoder) can report the problem at its own offset.
+        let mut section_notes = Vec::new();
+        let parsed = (|| -> Result<()> {
+            if let Some(mut iter) = sh
+                .notes(endian, data)
+                .map_err(object_error(&structure, offset))?
+            {
+                while let Some(note) = iter.next().map_err(object_error(&structure, offset))? {
+                    section_notes.push(Note {
+                        section: Some(index.0),
+                        name: note.name(),
+                        n_type: note.n_type(endian).0,
+                        desc: note.desc(),
+                    });
+                }
             }
+            Ok(())
+        })();
+        match parsed {
+            Ok(()) => notes.extend(section_notes),
+            Err(e) => note_errors.push(e),
         }
     }
     if table.is_empty() {
@@ -688,6 +721,7 @@ where
         sections,
         segments,
         notes,
+        note_errors,
         functions: FunctionTable::new(funcs),
         symbols_from_dynsym: from_dynsym,
     })

@@ -184,3 +184,73 @@ fn mutations_never_panic() {
         }
     }
 }
+
+/// The load bias computed from a process mapping agrees with where the loader really put this
+/// (PIE) test executable: a function's run-time address minus the bias is its symbol value.
+#[test]
+fn load_bias_matches_the_running_process() {
+    #[unsafe(no_mangle)]
+    #[inline(never)]
+    extern "C" fn pcmap_load_bias_marker() -> u64 {
+        42
+    }
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    let runtime = pcmap_load_bias_marker as *const () as u64;
+    let file = MappedFile::open(&exe).unwrap();
+    let bin = Binary::parse(file.bytes()).unwrap();
+    let sym = bin
+        .function_table()
+        .symbols()
+        .iter()
+        .find(|s| s.name == "pcmap_load_bias_marker")
+        .expect("marker symbol in the test binary");
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mut checked = 0;
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // Private mappings only: our own read-only map of the file (MappedFile) is shared.
+        if f.len() < 6 || std::path::Path::new(f[5]) != exe || !f[1].ends_with('p') {
+            continue;
+        }
+        let (start, _) = f[0].split_once('-').unwrap();
+        let start = u64::from_str_radix(start, 16).unwrap();
+        let pgoff = u64::from_str_radix(f[2], 16).unwrap();
+        let bias = bin
+            .load_bias(start, pgoff)
+            .expect("mapping covered by a PT_LOAD segment");
+        assert_eq!(runtime.wrapping_sub(bias), sym.address, "mapping {line}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 2,
+        "expected several mappings of the executable, found {checked}"
+    );
+    assert_eq!(pcmap_load_bias_marker(), 42);
+}
+
+/// A broken note section is reported but does not make the rest of the file unreadable.
+#[test]
+fn malformed_note_section_is_reported_not_fatal() {
+    let mut b = prog_bytes();
+    let (offset, name) = {
+        let bin = Binary::parse(&b).unwrap();
+        assert!(bin.build_id().is_some());
+        let s = bin
+            .sections()
+            .iter()
+            .find(|s| s.name == ".note.gnu.build-id")
+            .unwrap();
+        (s.offset as usize, s.name.to_string())
+    };
+    // n_descsz far beyond the section.
+    b[offset + 4..offset + 8].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    let bin = Binary::parse(&b).unwrap();
+    assert!(bin.build_id().is_none());
+    let errs: Vec<String> = bin.note_errors().iter().map(|e| e.to_string()).collect();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains(&name) && errs[0].contains(&format!("{offset:#x}")),
+        "{errs:?}"
+    );
+    assert!(!bin.functions().is_empty());
+}

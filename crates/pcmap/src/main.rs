@@ -23,12 +23,28 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     Info(cmd::info::Args),
+    Bat(cmd::bat::Args),
+    Perf2bolt(cmd::perf2bolt::Args),
+    MergeFdata(cmd::merge_fdata::Args),
+    Bbmap(cmd::bbmap::Args),
+    Propeller(cmd::propeller::Args),
+    Inline(cmd::inline::Args),
+    Symbolize(cmd::symbolize::Args),
+    Trace(cmd::trace::Args),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(args) => cmd::info::run(args),
+        Command::Bat(args) => cmd::bat::run(args),
+        Command::Perf2bolt(args) => cmd::perf2bolt::run(args),
+        Command::MergeFdata(args) => cmd::merge_fdata::run(args),
+        Command::Bbmap(args) => cmd::bbmap::run(args),
+        Command::Propeller(args) => cmd::propeller::run(args),
+        Command::Inline(args) => cmd::inline::run(args),
+        Command::Symbolize(args) => cmd::symbolize::run(args),
+        Command::Trace(args) => cmd::trace::run(args),
     };
     if let Err(err) = result {
         // `{:#}` prints the whole context chain on one line: "reading X: section Y at offset Z: ...".

@@ -34,6 +34,8 @@ struct Info<'a> {
     function_symbols: usize,
     symbols_from: &'static str,
     has: Has,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    note_errors: Vec<String>,
     sections: Vec<SectionInfo<'a>>,
 }
 
@@ -198,6 +200,7 @@ pub fn run(args: Args) -> Result<()> {
             debug_info: has_section(".debug_info") || has_section(".zdebug_info"),
             btf: has_section(".BTF"),
         },
+        note_errors: bin.note_errors().iter().map(|e| e.to_string()).collect(),
         sections: bin
             .sections()
             .iter()
@@ -250,6 +253,9 @@ pub fn run(args: Args) -> Result<()> {
         )?;
         writeln!(out, "DWARF (.debug_info): {}", yes(info.has.debug_info))?;
         writeln!(out, "BTF (.BTF): {}", yes(info.has.btf))?;
+        for e in &info.note_errors {
+            writeln!(out, "warning:     {e}")?;
+        }
         writeln!(out, "sections:")?;
         writeln!(
             out,

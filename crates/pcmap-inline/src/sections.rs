@@ -1,0 +1,169 @@
+//! Loading the DWARF, CFI and symbol sections of an ELF file.
+
+use std::borrow::Cow;
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+
+use crate::Error;
+
+/// The reader type used throughout the crate.
+pub(crate) type Slice<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+
+/// A function symbol from the ELF symbol table.
+#[derive(Debug, Clone)]
+pub struct ElfSymbol<'data> {
+    /// Start address.
+    pub address: u64,
+    /// Size in bytes (0 when unknown).
+    pub size: u64,
+    /// Symbol name.
+    pub name: &'data str,
+}
+
+/// The debug sections of one ELF file, decompressed where needed (borrowed when not compressed).
+///
+/// Build it once with [`DebugData::load`] and hand it to [`crate::extract_sites`],
+/// [`crate::symbolize::Symbolizer::new`] and friends.
+pub struct DebugData<'data> {
+    endian: gimli::RunTimeEndian,
+    sections: Vec<(gimli::SectionId, Cow<'data, [u8]>)>,
+    pub(crate) eh_frame: Option<(u64, Cow<'data, [u8]>)>,
+    pub(crate) debug_frame: Option<Cow<'data, [u8]>>,
+    pub(crate) text_addr: u64,
+    /// Function symbols sorted by address (then by name, for determinism).
+    pub symbols: Vec<ElfSymbol<'data>>,
+    /// Size of `.debug_info` in bytes (after decompression).
+    pub debug_info_size: u64,
+    /// Loadable segments as (virtual address, file offset, file size).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl std::fmt::Debug for DebugData<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DebugData")
+            .field("sections", &self.sections.len())
+            .field("debug_info_size", &self.debug_info_size)
+            .finish()
+    }
+}
+
+fn section_data<'data>(
+    sec: &object::Section<'data, '_>,
+    name: &str,
+) -> Result<Cow<'data, [u8]>, Error> {
+    sec.uncompressed_data().map_err(|source| Error::Section {
+        section: name.to_string(),
+        source,
+    })
+}
+
+impl<'data> DebugData<'data> {
+    /// Parse an ELF image and collect its DWARF sections, `.eh_frame`, `.debug_frame` and function symbols.
+    pub fn load(data: &'data [u8]) -> Result<Self, Error> {
+        let file = object::File::parse(data)?;
+        let endian = if file.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let mut sections = Vec::new();
+        let mut debug_info_size = 0;
+        for id in ALL_SECTIONS {
+            if let Some(sec) = file.section_by_name(id.name()) {
+                let bytes = section_data(&sec, id.name())?;
+                if *id == gimli::SectionId::DebugInfo {
+                    debug_info_size = bytes.len() as u64;
+                }
+                sections.push((*id, bytes));
+            }
+        }
+        if debug_info_size == 0 {
+            return Err(Error::NoDebugInfo);
+        }
+        let eh_frame = match file.section_by_name(".eh_frame") {
+            Some(sec) => Some((sec.address(), section_data(&sec, ".eh_frame")?)),
+            None => None,
+        };
+        let debug_frame = match file.section_by_name(".debug_frame") {
+            Some(sec) => Some(section_data(&sec, ".debug_frame")?),
+            None => None,
+        };
+        let text_addr = file.section_by_name(".text").map_or(0, |s| s.address());
+        let mut symbols: Vec<ElfSymbol<'data>> = file
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
+            .filter_map(|s| {
+                Some(ElfSymbol {
+                    address: s.address(),
+                    size: s.size(),
+                    name: s.name().ok()?,
+                })
+            })
+            .filter(|s| !s.name.is_empty())
+            .collect();
+        symbols.sort_by(|a, b| a.address.cmp(&b.address).then(a.name.cmp(b.name)));
+        Ok(DebugData {
+            endian,
+            sections,
+            eh_frame,
+            debug_frame,
+            text_addr,
+            symbols,
+            debug_info_size,
+            segments: file
+                .segments()
+                .map(|s| {
+                    let (off, size) = s.file_range();
+                    (s.address(), off, size)
+                })
+                .collect(),
+        })
+    }
+
+    /// The file offset of a virtual address (what uprobes and `perf probe` use), if a loadable
+    /// segment maps it from the file.
+    pub fn file_offset(&self, address: u64) -> Option<u64> {
+        self.segments.iter().find_map(|&(vaddr, off, size)| {
+            let delta = address.checked_sub(vaddr)?;
+            (delta < size).then(|| off + delta)
+        })
+    }
+
+    fn section(&self, id: gimli::SectionId) -> &[u8] {
+        self.sections
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map_or(&[][..], |(_, b)| &b[..])
+    }
+
+    /// A gimli view of the DWARF sections.
+    pub(crate) fn dwarf(&self) -> gimli::Dwarf<Slice<'_>> {
+        let load = |id: gimli::SectionId| -> Result<Slice<'_>, std::convert::Infallible> {
+            Ok(gimli::EndianSlice::new(self.section(id), self.endian))
+        };
+        match gimli::Dwarf::load(load) {
+            Ok(d) => d,
+            Err(never) => match never {},
+        }
+    }
+
+    pub(crate) fn endian(&self) -> gimli::RunTimeEndian {
+        self.endian
+    }
+}
+
+const ALL_SECTIONS: &[gimli::SectionId] = &[
+    gimli::SectionId::DebugAbbrev,
+    gimli::SectionId::DebugAddr,
+    gimli::SectionId::DebugAranges,
+    gimli::SectionId::DebugInfo,
+    gimli::SectionId::DebugLine,
+    gimli::SectionId::DebugLineStr,
+    gimli::SectionId::DebugLoc,
+    gimli::SectionId::DebugLocLists,
+    gimli::SectionId::DebugRanges,
+    gimli::SectionId::DebugRngLists,
+    gimli::SectionId::DebugStr,
+    gimli::SectionId::DebugStrOffsets,
+    gimli::SectionId::DebugTypes,
+];

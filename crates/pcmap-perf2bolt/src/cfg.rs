@@ -1,0 +1,440 @@
+//! Control-flow graphs built the way BOLT builds them from the input disassembly.
+//!
+//! Block leaders are the function entry, secondary entry points, every in-function target of a
+//! direct jump or conditional jump, jump-table targets and every instruction that follows a
+//! terminator (jump, conditional jump, return, indirect jump, `ud2`). Calls do not end blocks.
+//! Successors: a conditional branch lists its taken target first, then the fall-through block; an
+//! unconditional jump its target; an indirect jump through a recognised jump table its distinct
+//! targets in address order; a block without terminator falls through to the next block.
+//! Branches leaving the function (tail calls, including conditional ones) contribute no successor.
+//! (llvm-bolt later moves a conditional tail call into a block of its own; perf2bolt's
+//! aggregation works on the CFG before that, which is what is built here.)
+//!
+//! A function is *simple* (has a CFG) when every instruction decodes and every in-function
+//! branch target is an instruction boundary.
+
+use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
+
+use crate::image::{Function, Image};
+
+/// Control-flow class of one instruction, as far as CFG building and aggregation need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Falls through.
+    Next,
+    /// Direct or indirect call.
+    Call,
+    /// Return.
+    Return,
+    /// Conditional branch.
+    CondJump,
+    /// Direct unconditional jump.
+    Jump,
+    /// Indirect jump.
+    IndirectJump,
+    /// Ends a block without successors (`ud2`).
+    Trap,
+}
+
+/// One decoded instruction.
+#[derive(Debug, Clone, Copy)]
+pub struct Insn {
+    /// Offset from the function start.
+    pub offset: u32,
+    /// Length in bytes.
+    pub len: u8,
+    /// Control-flow class.
+    pub flow: Flow,
+    /// iced-x86 code (the instruction form).
+    pub code: Code,
+    /// Whether an operand is a memory reference.
+    pub has_mem: bool,
+    /// A jump that leaves the function (BOLT treats it as a tail call, hence a call).
+    pub tail_call: bool,
+    /// Target of a direct branch or call (0 for indirect ones and other instructions).
+    pub target: u64,
+}
+
+impl Insn {
+    /// Whether BOLT's `isCall` holds: calls and tail calls (including conditional ones).
+    pub fn is_call(&self) -> bool {
+        self.flow == Flow::Call || self.tail_call
+    }
+}
+
+/// One basic block.
+#[derive(Debug, Clone)]
+pub struct Block {
+    /// Offset of the first instruction.
+    pub offset: u32,
+    /// End offset (the next block's offset, or the function size).
+    pub end: u32,
+    /// Index of the first instruction in [`Cfg::insns`].
+    pub first_insn: u32,
+    /// One past the last instruction.
+    pub end_insn: u32,
+    /// Successor block indices in BOLT's order.
+    pub succs: Vec<u32>,
+    /// Whether the block is an entry point.
+    pub is_entry: bool,
+}
+
+/// The CFG of one function (empty and not simple when BOLT would not build one).
+#[derive(Debug, Clone, Default)]
+pub struct Cfg {
+    /// Whether BOLT considers the function simple (CFG built).
+    pub simple: bool,
+    /// All instructions in address order.
+    pub insns: Vec<Insn>,
+    /// Blocks in input layout (address) order.
+    pub blocks: Vec<Block>,
+}
+
+impl Cfg {
+    /// The block containing `offset` (within the function's size).
+    pub fn block_containing(&self, offset: u64) -> Option<usize> {
+        let i = self
+            .blocks
+            .partition_point(|b| u64::from(b.offset) <= offset);
+        let b = self.blocks.get(i.checked_sub(1)?)?;
+        (offset < u64::from(b.end)).then_some(i - 1)
+    }
+
+    /// The block starting exactly at `offset`.
+    pub fn block_at(&self, offset: u64) -> Option<usize> {
+        let i = self.block_containing(offset)?;
+        (u64::from(self.blocks[i].offset) == offset).then_some(i)
+    }
+
+    /// The last instruction of a block.
+    pub fn last_insn(&self, block: usize) -> Option<&Insn> {
+        let b = &self.blocks[block];
+        (b.end_insn > b.first_insn).then(|| &self.insns[b.end_insn as usize - 1])
+    }
+
+    /// The instruction starting exactly at `offset`.
+    pub fn insn_at(&self, offset: u64) -> Option<&Insn> {
+        let i = self
+            .insns
+            .binary_search_by_key(&offset, |x| u64::from(x.offset))
+            .ok()?;
+        Some(&self.insns[i])
+    }
+}
+
+fn classify(ins: &Instruction) -> Flow {
+    match ins.flow_control() {
+        FlowControl::Call | FlowControl::IndirectCall => Flow::Call,
+        FlowControl::Return => Flow::Return,
+        FlowControl::ConditionalBranch => Flow::CondJump,
+        FlowControl::UnconditionalBranch => Flow::Jump,
+        FlowControl::IndirectBranch => Flow::IndirectJump,
+        _ if ins.code() == Code::Ud2 => Flow::Trap,
+        _ => Flow::Next,
+    }
+}
+
+/// Decode one instruction at `addr` (used for return checks in functions without a CFG).
+pub fn decode_one(image: &Image<'_>, addr: u64) -> Option<Flow> {
+    let bytes = image.code_bytes(addr, 15)?;
+    let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
+    let ins = d.decode();
+    (!ins.is_invalid()).then(|| classify(&ins))
+}
+
+/// Build the CFG of `func`.
+pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
+    let Some(bytes) = image.code_bytes(func.address, func.size) else {
+        return Cfg::default();
+    };
+    let size = func.size;
+    let start = func.address;
+    let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+    let mut insns = Vec::with_capacity(bytes.len() / 4 + 1);
+    let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // insn index -> in-function targets
+    let mut simple = (bytes.len() as u64) == size;
+    let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
+    // The last few instructions, to recognise position-independent jump-table sequences.
+    let mut recent: Vec<Instruction> = Vec::with_capacity(8);
+    let mut ins = Instruction::default();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut ins);
+        if ins.is_invalid() {
+            simple = false;
+            break;
+        }
+        let flow = classify(&ins);
+        let offset = (ins.ip() - start) as u32;
+        let has_mem = (0..ins.op_count()).any(|i| ins.op_kind(i) == OpKind::Memory);
+        let mut tail_call = false;
+        let target = match flow {
+            Flow::Call | Flow::CondJump | Flow::Jump
+                if matches!(
+                    ins.op0_kind(),
+                    OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
+                ) =>
+            {
+                ins.near_branch_target()
+            }
+            _ => 0,
+        };
+        match flow {
+            Flow::CondJump | Flow::Jump => {
+                let t = ins.near_branch_target();
+                if t >= start && t - start < size {
+                    targets.push((insns.len() as u32, vec![t - start]));
+                } else {
+                    tail_call = true;
+                }
+            }
+            Flow::IndirectJump => match jump_table_base(&ins, &recent) {
+                Some(t) => tables.push((insns.len() as u32, t)),
+                None => tail_call = true,
+            },
+            _ => {}
+        }
+        insns.push(Insn {
+            offset,
+            len: ins.len() as u8,
+            flow,
+            code: ins.code(),
+            has_mem,
+            tail_call,
+            target,
+        });
+        if recent.len() == 8 {
+            recent.remove(0);
+        }
+        recent.push(ins);
+    }
+    // Jump tables end where the function's next table starts (tables of a function are laid out
+    // one after the other) or at the first entry that does not point into the function.
+    let mut bases: Vec<u64> = tables.iter().map(|t| t.1.base).collect();
+    bases.sort_unstable();
+    bases.dedup();
+    for &(idx, table) in &tables {
+        let base = table.base;
+        let limit = bases
+            .iter()
+            .copied()
+            .find(|&b| b > base)
+            .unwrap_or(u64::MAX);
+        let jt = jump_table_targets(image, func, table, limit);
+        if jt.is_empty() {
+            insns[idx as usize].tail_call = true;
+        } else {
+            targets.push((idx, jt));
+        }
+    }
+    targets.sort_by_key(|t| t.0);
+    if !simple || insns.is_empty() {
+        return Cfg {
+            simple: false,
+            insns,
+            blocks: Vec::new(),
+        };
+    }
+    let is_boundary = |off: u64| {
+        insns
+            .binary_search_by_key(&off, |x: &Insn| u64::from(x.offset))
+            .is_ok()
+    };
+    // Leaders.
+    let mut leaders: Vec<u64> = vec![0];
+    leaders.extend(
+        func.secondary_entries
+            .iter()
+            .copied()
+            .filter(|&o| is_boundary(o)),
+    );
+    for (_, ts) in &targets {
+        for &t in ts {
+            if !is_boundary(t) {
+                return Cfg {
+                    simple: false,
+                    insns,
+                    blocks: Vec::new(),
+                };
+            }
+            leaders.push(t);
+        }
+    }
+    for (k, i) in insns.iter().enumerate() {
+        if !matches!(i.flow, Flow::Next | Flow::Call) {
+            let next = u64::from(i.offset) + u64::from(i.len);
+            // BOLT keeps a jump that directly follows a conditional branch in the conditional
+            // branch's block (the block then ends in `jcc; jmp`) unless something else makes
+            // the jump a leader.
+            let jcc_then_jmp = i.flow == Flow::CondJump
+                && !i.tail_call
+                && insns
+                    .get(k + 1)
+                    .is_some_and(|n| n.flow == Flow::Jump && !n.tail_call);
+            if next < size && !jcc_then_jmp {
+                leaders.push(next);
+            }
+        }
+    }
+    leaders.sort_unstable();
+    leaders.dedup();
+    let mut blocks = Vec::with_capacity(leaders.len());
+    let mut insn_idx = 0usize;
+    for (bi, &lead) in leaders.iter().enumerate() {
+        let end = leaders.get(bi + 1).copied().unwrap_or(size);
+        let first = insn_idx;
+        while insn_idx < insns.len() && u64::from(insns[insn_idx].offset) < end {
+            insn_idx += 1;
+        }
+        blocks.push(Block {
+            offset: lead as u32,
+            end: end as u32,
+            first_insn: first as u32,
+            end_insn: insn_idx as u32,
+            succs: Vec::new(),
+            is_entry: lead == 0 || func.secondary_entries.contains(&lead),
+        });
+    }
+    let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
+    let mut target_iter = targets.iter().peekable();
+    let real_blocks = blocks.len();
+    #[allow(clippy::needless_range_loop)] // blocks[bi].succs is assigned at the end
+    for bi in 0..real_blocks {
+        let b = &blocks[bi];
+        let next_block = (bi + 1 < real_blocks).then_some(bi as u32 + 1);
+        let mut succs = Vec::new();
+        if b.end_insn > b.first_insn {
+            let last_idx = b.end_insn - 1;
+            let last = insns[last_idx as usize];
+            while target_iter.peek().is_some_and(|(i, _)| *i < last_idx) {
+                target_iter.next();
+            }
+            let tgts: &[u64] = match target_iter.peek() {
+                Some((i, t)) if *i == last_idx => t,
+                _ => &[],
+            };
+            match last.flow {
+                Flow::CondJump => {
+                    succs.extend(tgts.iter().filter_map(|&t| block_of(t)));
+                    succs.extend(next_block);
+                }
+                Flow::Jump => {
+                    // `jcc; jmp` at the end of a block: the conditional target comes first.
+                    if last_idx > b.first_insn {
+                        let prev = &insns[last_idx as usize - 1];
+                        if prev.flow == Flow::CondJump && !prev.tail_call {
+                            succs.extend(
+                                targets
+                                    .iter()
+                                    .find(|(i, _)| *i == last_idx - 1)
+                                    .map(|(_, t)| t.as_slice())
+                                    .unwrap_or(&[])
+                                    .iter()
+                                    .filter_map(|&t| block_of(t)),
+                            );
+                        }
+                    }
+                    succs.extend(tgts.iter().filter_map(|&t| block_of(t)));
+                }
+                Flow::IndirectJump => {
+                    let mut v: Vec<u32> = tgts.iter().filter_map(|&t| block_of(t)).collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    succs = v;
+                }
+                Flow::Return | Flow::Trap => {}
+                Flow::Next | Flow::Call => succs.extend(next_block),
+            }
+        }
+        let mut seen = Vec::with_capacity(succs.len());
+        for s in succs {
+            if !seen.contains(&s) {
+                seen.push(s);
+            }
+        }
+        blocks[bi].succs = seen;
+    }
+    Cfg {
+        simple: true,
+        insns,
+        blocks,
+    }
+}
+
+/// A jump table: where it is and how its entries encode targets.
+#[derive(Debug, Clone, Copy)]
+struct JumpTable {
+    base: u64,
+    /// 8-byte absolute addresses (non-PIC), or 4-byte offsets from `base` (PIC).
+    absolute: bool,
+}
+
+/// The jump table an indirect jump goes through: `jmp *table(,%reg,8)` (absolute entries), or
+/// the position-independent sequence `lea table(%rip), %rB; movslq (%rB,%rI,4), %rX;
+/// add %rB, %rX; jmp *%rX` (entries relative to the table).
+fn jump_table_base(ins: &Instruction, recent: &[Instruction]) -> Option<JumpTable> {
+    if ins.op0_kind() == OpKind::Memory
+        && ins.memory_base() == Register::None
+        && ins.memory_index() != Register::None
+        && ins.memory_index_scale() == 8
+    {
+        return Some(JumpTable {
+            base: ins.memory_displacement64(),
+            absolute: true,
+        });
+    }
+    if ins.op0_kind() != OpKind::Register {
+        return None;
+    }
+    let target = ins.op0_register().full_register();
+    let load = recent.iter().rev().find(|i| {
+        i.code() == Code::Movsxd_r64_rm32
+            && i.op0_register().full_register() == target
+            && i.op1_kind() == OpKind::Memory
+            && i.memory_index_scale() == 4
+    })?;
+    let table_reg = load.memory_base().full_register();
+    let lea = recent.iter().rev().find(|i| {
+        i.code() == Code::Lea_r64_m
+            && i.op0_register().full_register() == table_reg
+            && i.memory_base() == Register::RIP
+    })?;
+    Some(JumpTable {
+        base: lea.ip_rel_memory_address(),
+        absolute: false,
+    })
+}
+
+/// Targets of a jump table: entries read while they point into the function and stay below
+/// `limit` (the function's next table).
+fn jump_table_targets(
+    image: &Image<'_>,
+    func: &Function,
+    table: JumpTable,
+    limit: u64,
+) -> Vec<u64> {
+    let width = if table.absolute { 8 } else { 4 };
+    let mut out = Vec::new();
+    for i in 0..4096u64 {
+        let Some(at) = table.base.checked_add(width * i) else {
+            break;
+        };
+        if at >= limit {
+            break;
+        }
+        let entry = if table.absolute {
+            image.read_u64(at)
+        } else {
+            image
+                .read_u32(at)
+                .map(|rel| table.base.wrapping_add(rel as i32 as i64 as u64))
+        };
+        let Some(entry) = entry else {
+            break;
+        };
+        if entry < func.address || entry - func.address >= func.size {
+            break;
+        }
+        out.push(entry - func.address);
+    }
+    out
+}

@@ -1,0 +1,336 @@
+//! The input binary as BOLT's aggregator sees it: executable sections and the functions BOLT
+//! discovers in them (symbol functions with BOLT's names and sizes, PLT entries as pseudo
+//! functions), with lookup of the function containing an address.
+//!
+//! Hand-written over `object` rather than taken from `pcmap-binary` because perf2bolt's function
+//! model has rules of its own (zero-size symbols extend to the next function, lookups use the
+//! "max size" up to the next function, local names are uniquified as `name/N`).
+
+use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, SectionKind, SymbolKind};
+
+use crate::Error;
+
+/// What kind of function BOLT makes of a code range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// An ordinary function from the symbol table: disassembled, CFG built when simple.
+    Regular,
+    /// A PLT entry (`name@PLT`): a pseudo function, traces inside it are accepted without edges.
+    Plt,
+}
+
+/// One function of the input binary.
+#[derive(Debug, Clone)]
+pub struct Function {
+    /// BOLT's names for the function: the first is the one printed in profiles
+    /// (`name` for globals, `name/N` for locals); locals also get `name/file/N`.
+    pub names: Vec<String>,
+    /// Start address.
+    pub address: u64,
+    /// Size (the symbol size, or up to the next function for zero-size symbols).
+    pub size: u64,
+    /// Size up to the next function or the end of the section: addresses in
+    /// `[address, address + max_size)` belong to this function for profile lookups.
+    pub max_size: u64,
+    /// Ordinary or PLT.
+    pub kind: FunctionKind,
+    /// Secondary entry points (offsets of other symbols inside the function).
+    pub secondary_entries: Vec<u64>,
+}
+
+impl Function {
+    /// The name printed in fdata for this function.
+    pub fn name(&self) -> &str {
+        &self.names[0]
+    }
+
+    /// The `name/file/N` alias of a local function (preferred in BAT mode), if any.
+    pub fn file_name_alias(&self) -> Option<&str> {
+        self.names
+            .iter()
+            .map(String::as_str)
+            .find(|n| n.find('/').is_some_and(|i| n[i + 1..].contains('/')))
+    }
+}
+
+/// A loaded binary: its bytes, code sections and functions sorted by address.
+pub struct Image<'data> {
+    data: &'data [u8],
+    /// Executable sections: (address, size, file bytes).
+    code_sections: Vec<(u64, u64, &'data [u8])>,
+    /// Allocated sections with file contents: (address, size, bytes).
+    alloc_sections: Vec<(u64, u64, &'data [u8])>,
+    functions: Vec<Function>,
+    /// `functions[i].address` and `address + max_size`, kept apart for cache-friendly lookups.
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    build_id: Option<String>,
+    build_id_raw: Option<Vec<u8>>,
+    has_bat: bool,
+    fixed_address: bool,
+}
+
+impl<'data> Image<'data> {
+    /// Parse an ELF file and discover its functions the way BOLT does.
+    pub fn parse(data: &'data [u8]) -> Result<Self, Error> {
+        let file = object::File::parse(data).map_err(|e| Error::Elf(e.to_string()))?;
+        let mut code_sections = Vec::new();
+        let mut alloc_sections = Vec::new();
+        for section in file.sections() {
+            if section.address() == 0 || section.size() == 0 {
+                continue;
+            }
+            let Ok(bytes) = section.data() else { continue };
+            if section.kind() == SectionKind::Text {
+                code_sections.push((section.address(), section.size(), bytes));
+            }
+            if !bytes.is_empty() {
+                alloc_sections.push((section.address(), bytes.len() as u64, bytes));
+            }
+        }
+        code_sections.sort_by_key(|s| s.0);
+        let build_id_raw = file.build_id().ok().flatten().map(<[u8]>::to_vec);
+        let has_bat = file.section_by_name(".note.bolt_bat").is_some();
+        let fixed_address = file.kind() == object::ObjectKind::Executable;
+        let build_id = build_id_raw
+            .as_ref()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+
+        // Symbol functions. BOLT walks symbols in address order and uniquifies local names with
+        // a per-name counter (`name/1`, `name/2`); `name/file/N` is the alternative name.
+        struct Sym<'a> {
+            address: u64,
+            size: u64,
+            name: &'a str,
+            local: bool,
+            file: Option<&'a str>,
+            is_func: bool,
+            index: usize,
+        }
+        let mut syms = Vec::new();
+        let mut current_file: Option<&str> = None;
+        let table = file.symbol_table().or_else(|| file.dynamic_symbol_table());
+        if let Some(table) = table {
+            for sym in table.symbols() {
+                if sym.kind() == SymbolKind::File {
+                    current_file = sym.name().ok().filter(|n| !n.is_empty());
+                    continue;
+                }
+                let Ok(name) = sym.name() else { continue };
+                if name.is_empty() || sym.is_undefined() {
+                    continue;
+                }
+                if sym.kind() == SymbolKind::Section {
+                    continue;
+                }
+                let in_code = code_sections
+                    .iter()
+                    .any(|s| sym.address() >= s.0 && sym.address() < s.0.saturating_add(s.1));
+                syms.push(Sym {
+                    address: sym.address(),
+                    size: sym.size(),
+                    name,
+                    local: sym.is_local(),
+                    file: current_file.filter(|_| sym.is_local()),
+                    is_func: sym.kind() == SymbolKind::Text && in_code,
+                    index: sym.index().0,
+                });
+            }
+        }
+        syms.sort_by_key(|s| (s.address, s.index));
+        let mut counters: rustc_hash::FxHashMap<String, u32> = Default::default();
+        let mut functions: Vec<Function> = Vec::new();
+        for s in &syms {
+            let mut names = Vec::new();
+            if s.local {
+                let n = counters.entry(s.name.to_string()).or_insert(0);
+                *n += 1;
+                names.push(format!("{}/{}", s.name, n));
+                if let Some(f) = s.file {
+                    let key = format!("{}/{}", s.name, f);
+                    let n = counters.entry(key.clone()).or_insert(0);
+                    *n += 1;
+                    names.push(format!("{key}/{n}"));
+                }
+            } else {
+                names.push(s.name.to_string());
+            }
+            if !s.is_func {
+                continue;
+            }
+            if let Some(last) = functions.last_mut()
+                && last.address == s.address
+            {
+                last.names.extend(names);
+                last.size = last.size.max(s.size);
+                continue;
+            }
+            functions.push(Function {
+                names,
+                address: s.address,
+                size: s.size,
+                max_size: 0,
+                kind: FunctionKind::Regular,
+                secondary_entries: Vec::new(),
+            });
+        }
+        add_plt_functions(&file, &mut functions);
+        functions.sort_by_key(|f| f.address);
+        // Sizes: zero-size symbols extend to the next function; max size reaches the next
+        // function or the end of the containing section.
+        for i in 0..functions.len() {
+            let addr = functions[i].address;
+            let section_end = code_sections
+                .iter()
+                .find(|s| addr >= s.0 && addr < s.0.saturating_add(s.1))
+                .map(|s| s.0.saturating_add(s.1))
+                .unwrap_or(addr.saturating_add(functions[i].size));
+            let next = functions
+                .get(i + 1)
+                .map(|f| f.address)
+                .unwrap_or(u64::MAX)
+                .min(section_end);
+            let max = next.saturating_sub(addr);
+            if functions[i].size == 0 {
+                functions[i].size = max;
+            }
+            functions[i].size = functions[i].size.min(section_end - addr);
+            functions[i].max_size = max.max(functions[i].size);
+        }
+        let starts = functions.iter().map(|f| f.address).collect();
+        let ends = functions
+            .iter()
+            .map(|f| f.address.saturating_add(f.max_size))
+            .collect();
+        Ok(Self {
+            starts,
+            ends,
+            data,
+            code_sections,
+            alloc_sections,
+            functions,
+            build_id,
+            build_id_raw,
+            has_bat,
+            fixed_address,
+        })
+    }
+
+    /// The whole file.
+    pub fn data(&self) -> &'data [u8] {
+        self.data
+    }
+
+    /// The GNU build-id as lower-case hex.
+    pub fn build_id(&self) -> Option<&str> {
+        self.build_id.as_deref()
+    }
+
+    /// Whether the binary was produced by BOLT with address translation tables
+    /// (`.note.bolt_bat`): profiles of such binaries must be translated through BAT.
+    pub fn has_bat(&self) -> bool {
+        self.has_bat
+    }
+
+    /// Whether the binary is loaded at its link-time addresses (`ET_EXEC`, not PIE).
+    pub fn fixed_address(&self) -> bool {
+        self.fixed_address
+    }
+
+    /// The GNU build-id bytes.
+    pub fn build_id_bytes(&self) -> Option<&[u8]> {
+        self.build_id_raw.as_deref()
+    }
+
+    /// Functions sorted by address.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// Index of the function whose `[address, address + max_size)` contains `addr`.
+    pub fn function_containing(&self, addr: u64) -> Option<usize> {
+        let i = self.starts.partition_point(|&a| a <= addr).checked_sub(1)?;
+        (addr < self.ends[i]).then_some(i)
+    }
+
+    /// The bytes of `[addr, addr + len)` when they lie in one code section.
+    pub fn code_bytes(&self, addr: u64, len: u64) -> Option<&'data [u8]> {
+        let (start, size, bytes) = self
+            .code_sections
+            .iter()
+            .find(|s| addr >= s.0 && addr < s.0.saturating_add(s.1))?;
+        let off = usize::try_from(addr - start).ok()?;
+        let end =
+            usize::try_from(addr.saturating_add(len).min(start.saturating_add(*size)) - start)
+                .ok()?;
+        bytes.get(off..end.min(bytes.len()))
+    }
+
+    /// Read a little-endian u32 from any allocated section (for jump tables).
+    pub fn read_u32(&self, addr: u64) -> Option<u32> {
+        let (start, _, bytes) = self
+            .alloc_sections
+            .iter()
+            .find(|s| addr >= s.0 && addr < s.0.saturating_add(s.1))?;
+        let off = usize::try_from(addr - start).ok()?;
+        let b = bytes.get(off..off.checked_add(4)?)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?))
+    }
+
+    /// Read a little-endian u64 from any allocated section (for jump tables).
+    pub fn read_u64(&self, addr: u64) -> Option<u64> {
+        let (start, _, bytes) = self
+            .alloc_sections
+            .iter()
+            .find(|s| addr >= s.0 && addr < s.0.saturating_add(s.1))?;
+        let off = usize::try_from(addr - start).ok()?;
+        let b = bytes.get(off..off.checked_add(8)?)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+}
+
+/// PLT entries of a lazily bound `.plt` (16-byte header, 16-byte entries in `.rela.plt` order)
+/// become `name@PLT` pseudo functions, as BOLT names them.
+fn add_plt_functions(file: &object::File<'_>, functions: &mut Vec<Function>) {
+    let (Some(plt), Some(rela)) = (
+        file.section_by_name(".plt"),
+        file.section_by_name(".rela.plt"),
+    ) else {
+        return;
+    };
+    let Some(dynsym) = file.dynamic_symbol_table() else {
+        return;
+    };
+    let Ok(rela_bytes) = rela.data() else { return };
+    // BOLT covers the PLT header with a pseudo function of its own.
+    functions.push(Function {
+        names: vec!["__BOLT_PSEUDO_.plt".to_string()],
+        address: plt.address(),
+        size: 16,
+        max_size: 16,
+        kind: FunctionKind::Plt,
+        secondary_entries: Vec::new(),
+    });
+    for (i, entry) in rela_bytes.chunks_exact(24).enumerate() {
+        let info = u64::from_le_bytes(entry[8..16].try_into().unwrap_or_default());
+        let sym_index = (info >> 32) as usize;
+        let Ok(sym) = dynsym.symbol_by_index(object::SymbolIndex(sym_index)) else {
+            continue;
+        };
+        let Ok(name) = sym.name() else { continue };
+        let Some(address) = (16 * i as u64 + 16).checked_add(plt.address()) else {
+            break;
+        };
+        if address.saturating_add(16) > plt.address().saturating_add(plt.size()) {
+            break;
+        }
+        functions.push(Function {
+            names: vec![format!("{name}@PLT")],
+            address,
+            size: 16,
+            max_size: 16,
+            kind: FunctionKind::Plt,
+            secondary_entries: Vec::new(),
+        });
+    }
+}

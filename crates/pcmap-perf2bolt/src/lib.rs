@@ -1,0 +1,48 @@
+//! perf2bolt 22's semantics in Rust, for `pcmap perf2bolt`:
+//!
+//! * [`image`]: the input binary as BOLT's aggregator sees it (functions with BOLT's names,
+//!   sizes and "max sizes", PLT pseudo functions);
+//! * [`cfg`](mod@cfg): CFGs built like BOLT's from the disassembly (leaders, successor order, jump tables,
+//!   tail calls, which functions are simple);
+//! * [`preagg`] and [`perfdata`]: pre-aggregated text and perf.data (branch stacks and basic
+//!   samples) into the same merged trace records;
+//! * [`aggregate`]: taken branches, fall-through validation with call continuation, external
+//!   origins, returns, statistics, in parallel over address-sorted traces;
+//! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`hash`]: BOLT's xxh3 function hash over
+//!   LLVM opcode names from the generated [`opcode_table`]; [`stringmap`]: LLVM `StringSet` order.
+//!
+//! Not covered yet: BOLT-optimized inputs (BAT translation), YAML block hashes, landing pads
+//! (C++ exceptions), perf.data of position-independent binaries.
+
+pub mod aggregate;
+pub mod cfg;
+pub mod fdata;
+pub mod hash;
+pub mod image;
+#[rustfmt::skip]
+pub mod opcode_table;
+pub mod perfdata;
+pub mod preagg;
+pub mod stringmap;
+pub mod yaml;
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The binary is not a readable ELF file.
+    #[error("reading the binary: {0}")]
+    Elf(String),
+    /// The perf.data file cannot be used.
+    #[error("perf.data: {0}")]
+    PerfData(String),
+    /// A pre-aggregated profile line is malformed.
+    #[error("pre-aggregated profile line {line}, column {column}: {message}")]
+    Parse {
+        /// 1-based line number.
+        line: u64,
+        /// 1-based column.
+        column: usize,
+        /// What was expected.
+        message: String,
+    },
+}

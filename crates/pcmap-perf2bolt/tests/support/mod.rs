@@ -1,0 +1,264 @@
+//! Test support: pre-aggregated profiles generated from `llvm-objdump -d` of a fixture (the
+//! oracle's disassembly, not ours), covering every record type, external addresses, invalid
+//! traces, call continuations, returns, duplicates and mid-instruction addresses.
+
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use pcmap_testkit as tk;
+
+/// One instruction from llvm-objdump.
+#[derive(Debug, Clone)]
+pub struct Insn {
+    pub addr: u64,
+    pub mnemonic: String,
+    pub target: Option<u64>,
+}
+
+/// A function's instructions.
+#[derive(Debug, Clone)]
+pub struct Func {
+    pub name: String,
+    pub insns: Vec<Insn>,
+}
+
+/// Disassemble with llvm-objdump (all executable sections).
+pub fn disassemble(bin: &Path) -> Vec<Func> {
+    let text = tk::run_ok(
+        Command::new(tk::tool("llvm-objdump"))
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(bin),
+    );
+    let mut funcs: Vec<Func> = Vec::new();
+    for line in text.lines() {
+        if line.ends_with(">:") && !line.starts_with(' ') {
+            let name = line
+                .split('<')
+                .nth(1)
+                .unwrap_or("")
+                .trim_end_matches(">:")
+                .to_string();
+            funcs.push(Func {
+                name,
+                insns: Vec::new(),
+            });
+            continue;
+        }
+        let t = line.trim_start();
+        let Some((a, rest)) = t.split_once(':') else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(a, 16) else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let Some(mnemonic) = parts.next() else {
+            continue;
+        };
+        let target = parts
+            .next()
+            .and_then(|op| op.strip_prefix("0x"))
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .filter(|_| mnemonic.starts_with('j') || mnemonic.starts_with("call"));
+        if let Some(f) = funcs.last_mut() {
+            f.insns.push(Insn {
+                addr,
+                mnemonic: mnemonic.to_string(),
+                target,
+            });
+        }
+    }
+    funcs.retain(|f| !f.insns.is_empty());
+    funcs
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn is_cf(m: &str) -> bool {
+    m.starts_with('j') || m.starts_with("ret")
+}
+
+/// The first control-flow instruction at or after `addr` in `f` (a valid fall-through end).
+fn ft_end(f: &Func, addr: u64) -> u64 {
+    f.insns
+        .iter()
+        .find(|i| i.addr >= addr && is_cf(&i.mnemonic))
+        .map_or(addr, |i| i.addr)
+}
+
+/// Generate `n` pre-aggregated records (plus `E` lines) for `funcs` with seed `seed`.
+pub fn generate(funcs: &[Func], n: usize, seed: u64, with_samples: bool) -> String {
+    let mut r = Rng(seed);
+    let mut out = String::from("E cycles\n");
+    let mut lines: Vec<String> = Vec::new();
+    let all: Vec<(usize, usize)> = funcs
+        .iter()
+        .enumerate()
+        .flat_map(|(fi, f)| (0..f.insns.len()).map(move |ii| (fi, ii)))
+        .collect();
+    let ext = |r: &mut Rng| 0x7f00_0000_1000u64 + (r.below(16) as u64) * 0x10;
+    for _ in 0..n {
+        let (fi, ii) = all[r.below(all.len())];
+        let f = &funcs[fi];
+        let i = &f.insns[ii];
+        let any = |r: &mut Rng| {
+            let (fj, ij) = all[r.below(all.len())];
+            funcs[fj].insns[ij].addr
+        };
+        let same = |r: &mut Rng| f.insns[r.below(f.insns.len())].addr;
+        let next_addr = f.insns.get(ii + 1).map_or(i.addr + 1, |x| x.addr);
+        let cnt = 1 + r.below(50);
+        let line = match r.below(16) {
+            0..=2 => {
+                // Taken branch at a real branch/call with a (mostly valid) fall-through.
+                let Some(t) = i.target else { continue };
+                let end = match r.below(4) {
+                    0 => same(&mut r),
+                    1 => any(&mut r),
+                    _ => funcs
+                        .iter()
+                        .find(|g| g.insns.iter().any(|x| x.addr == t))
+                        .map_or(t, |g| ft_end(g, t)),
+                };
+                format!("T {:x} {:x} {:x} {cnt}", i.addr, t, end)
+            }
+            3 => {
+                let Some(t) = i.target else { continue };
+                format!("B {:x} {:x} {cnt} {}", i.addr, t, r.below(cnt))
+            }
+            4 => {
+                // Return into a call continuation.
+                if !i.mnemonic.starts_with("call") {
+                    continue;
+                }
+                let ret = funcs[r.below(funcs.len())]
+                    .insns
+                    .iter()
+                    .find(|x| x.mnemonic.starts_with("ret"))
+                    .map_or(0, |x| x.addr);
+                let src = if r.below(4) == 0 { 0 } else { ret };
+                format!(
+                    "R {:x} {:x} {:x} {cnt}",
+                    src,
+                    next_addr,
+                    ft_end(f, next_addr)
+                )
+            }
+            5 => format!(
+                "F {:x} {:x} {cnt}",
+                i.addr,
+                if r.below(3) == 0 {
+                    same(&mut r)
+                } else {
+                    ft_end(f, i.addr)
+                }
+            ),
+            6 => {
+                let k = if r.below(2) == 0 { "f" } else { "r" };
+                format!("{k} {:x} {:x} {cnt}", next_addr, ft_end(f, next_addr))
+            }
+            7 => format!("B X:{:x} {:x} {cnt} 0", ext(&mut r), f.insns[0].addr),
+            8 => format!("T {:x} {:x} {:x} {cnt}", i.addr, ext(&mut r), ext(&mut r)),
+            9 => format!(
+                "T {:x} {:x} {:x} {cnt}",
+                ext(&mut r),
+                i.addr,
+                ft_end(f, i.addr)
+            ),
+            10 => format!("B {:x} {:x} {cnt} {}", any(&mut r), any(&mut r), r.below(3)),
+            11 => format!(
+                "T {:x} {:x} {:x} {cnt}",
+                i.addr + 1,
+                same(&mut r) + 1,
+                same(&mut r)
+            ),
+            12 if with_samples => format!(
+                "S {:x} {cnt}",
+                if r.below(8) == 0 { ext(&mut r) } else { i.addr }
+            ),
+            13 if !lines.is_empty() => {
+                // Duplicate of an earlier record with another count.
+                let prev = lines[r.below(lines.len())].clone();
+                let mut fields: Vec<&str> = prev.split(' ').collect();
+                let c = (1 + r.below(9)).to_string();
+                let k = if fields[0] == "B" {
+                    fields.len() - 2
+                } else {
+                    fields.len() - 1
+                };
+                fields[k] = &c;
+                fields.join(" ")
+            }
+            14 => format!("T {:x} {:x} {:x} {cnt}", i.addr, any(&mut r), any(&mut r)),
+            _ => {
+                if !i.mnemonic.starts_with("ret") {
+                    continue;
+                }
+                format!(
+                    "T {:x} {:x} {:x} {cnt}",
+                    i.addr,
+                    next_addr,
+                    ft_end(f, next_addr)
+                )
+            }
+        };
+        lines.push(line);
+    }
+    for l in &lines {
+        let _ = writeln!(out, "{l}");
+    }
+    if with_samples {
+        out.push_str("E cpu-clock\n");
+    }
+    out
+}
+
+/// perf2bolt's statistics lines (prefix `PERF2BOLT: ` and one of the known messages).
+pub fn stat_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with("PERF2BOLT: traces mismatching")
+                || l.starts_with("PERF2BOLT: out of range")
+                || l.starts_with("PERF2BOLT: read ")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Run perf2bolt 22 on a pre-aggregated profile; returns (fdata, stdout).
+pub fn perf2bolt(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> (String, String) {
+    let stdout = tk::run_ok(
+        Command::new(tk::tool("perf2bolt"))
+            .arg(bin)
+            .arg("--pa")
+            .arg("-p")
+            .arg(profile)
+            .arg("-o")
+            .arg(out)
+            .args(extra),
+    );
+    (std::fs::read_to_string(out).unwrap_or_default(), stdout)
+}
+
+/// Lines of an fdata file as a sorted multiset (for outputs whose order is hash order).
+pub fn sorted_lines(s: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = s.lines().collect();
+    v.sort_unstable();
+    v
+}

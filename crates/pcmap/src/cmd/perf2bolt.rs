@@ -1,0 +1,219 @@
+//! `pcmap perf2bolt`: aggregate a profile against a binary into BOLT's fdata, with perf2bolt 22's
+//! options, semantics and printed statistics.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use pcmap_perf2bolt::aggregate::Aggregator;
+use pcmap_perf2bolt::image::Image;
+use pcmap_perf2bolt::{fdata, perfdata, preagg, yaml};
+
+/// Output format of `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProfileFormat {
+    /// BOLT's fdata text format.
+    Fdata,
+    /// BOLT's YAML profile.
+    Yaml,
+}
+
+/// Convert a perf profile into a BOLT profile (drop-in for perf2bolt 22).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The binary the profile was collected on.
+    pub binary: PathBuf,
+    /// Profile: perf.data, or a pre-aggregated text file with --pa.
+    #[arg(short = 'p', long = "perfdata", value_name = "PROFILE")]
+    pub profile: PathBuf,
+    /// Output profile (`-` = standard output).
+    #[arg(short = 'o', value_name = "OUT")]
+    pub output: PathBuf,
+    /// The profile is in perf2bolt's pre-aggregated format.
+    #[arg(long = "pa")]
+    pub pre_aggregated: bool,
+    /// Aggregate basic samples (no branch stacks).
+    #[arg(long = "ba", visible_alias = "basic-events", alias = "nl")]
+    pub basic_events: bool,
+    /// Also write a YAML profile here.
+    #[arg(short = 'w', value_name = "YAML")]
+    pub yaml: Option<PathBuf>,
+    /// Format of `-o`.
+    #[arg(long = "profile-format", value_enum, default_value = "fdata")]
+    pub profile_format: ProfileFormat,
+    /// Do not check that the build-id in perf.data matches the binary.
+    #[arg(long = "ignore-build-id")]
+    pub ignore_build_id: bool,
+    /// Only aggregate samples of this process (perf.data input).
+    #[arg(long = "pid")]
+    pub pid: Option<u32>,
+}
+
+/// perf2bolt's warning when most of a profile does not match the binary.
+const MISMATCH_WARNING: &str = "\n !! WARNING !! This high mismatch ratio indicates the input binary is \
+     probably not the same binary used during profiling collection. The generated data may be \
+     ineffective for improving performance\n";
+
+fn pct(num: u64, den: u64) -> String {
+    if den == 0 {
+        return String::new();
+    }
+    // perf2bolt computes in single precision and prints with "%.1f".
+    let p = num as f32 * 100.0f32 / den as f32;
+    format!(" ({:.1}%)", f64::from(p))
+}
+
+/// Write `-o` (fdata or YAML) and `-w` (YAML); returns the number of fdata records or YAML
+/// functions written to `-o`.
+fn write_outputs(
+    args: &Args,
+    make_yaml: impl Fn() -> pcmap_profile::yaml::Profile,
+    write_fdata: impl Fn(&mut dyn std::io::Write) -> std::io::Result<u64>,
+) -> Result<u64> {
+    let mut n = 0;
+    if args.profile_format == ProfileFormat::Yaml {
+        let y = make_yaml();
+        n = y.functions.len() as u64;
+        crate::output::write_atomic(&args.output, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
+    } else {
+        crate::output::write_atomic(&args.output, |w| {
+            n = write_fdata(w)?;
+            Ok(())
+        })?;
+    }
+    if let Some(path) = &args.yaml {
+        let y = make_yaml();
+        crate::output::write_atomic(path, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
+    }
+    Ok(n)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let bin_file = std::fs::File::open(&args.binary)
+        .with_context(|| format!("opening {}", args.binary.display()))?;
+    // SAFETY: the mapping is read-only and the file is not modified while we hold it.
+    let bin_map = unsafe { memmap2::Mmap::map(&bin_file) }
+        .with_context(|| format!("mapping {}", args.binary.display()))?;
+    let image =
+        Image::parse(&bin_map).with_context(|| format!("reading {}", args.binary.display()))?;
+    if image.has_bat() {
+        anyhow::bail!(
+            "{} is a BOLT-optimized binary (.note.bolt_bat): translating profiles through BAT is not \
+             supported by `pcmap perf2bolt` yet; use perf2bolt",
+            args.binary.display()
+        );
+    }
+
+    let prof_file = std::fs::File::open(&args.profile)
+        .with_context(|| format!("opening {}", args.profile.display()))?;
+    // SAFETY: as above.
+    let prof_map = unsafe { memmap2::Mmap::map(&prof_file) }
+        .with_context(|| format!("mapping {}", args.profile.display()))?;
+    // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
+    let to_stdout = args.output.as_os_str() != "-";
+    let say = |s: String| {
+        if to_stdout {
+            println!("{s}");
+        } else {
+            eprintln!("{s}");
+        }
+    };
+    let parsed = if args.pre_aggregated {
+        let bar = crate::progress::bytes(prof_map.len() as u64, "reading profile");
+        let parsed = preagg::parse(&prof_map, &|n| bar.inc(n))
+            .with_context(|| format!("reading {}", args.profile.display()))?;
+        bar.finish_and_clear();
+        say(format!(
+            "PERF2BOLT: read {} aggregated brstack entries",
+            parsed.entries
+        ));
+        parsed
+    } else {
+        if !image.fixed_address() {
+            anyhow::bail!(
+                "perf.data input for position-independent binaries is not supported yet by \
+                 `pcmap perf2bolt` (sample addresses would need mapping to file addresses)"
+            );
+        }
+        let name = args
+            .binary
+            .file_name()
+            .map(|n| n.as_encoded_bytes())
+            .unwrap_or_default();
+        let opts = perfdata::PerfOptions {
+            basic: args.basic_events,
+            pid: args.pid,
+            ignore_build_id: args.ignore_build_id,
+            build_id: image.build_id_bytes(),
+            binary_name: name,
+        };
+        let (parsed, stats) = perfdata::read(&prof_map, &opts)
+            .with_context(|| format!("reading {}", args.profile.display()))?;
+        if args.basic_events {
+            say(format!(
+                "PERF2BOLT: read {} basic samples",
+                stats.total_samples
+            ));
+        } else {
+            say(format!(
+                "PERF2BOLT: read {} samples and {} brstack entries",
+                stats.samples, stats.entries
+            ));
+            if stats.total_samples > 0 {
+                let ignored = stats.total_samples - stats.samples;
+                say(format!(
+                    "PERF2BOLT: ignored samples: {ignored}{}",
+                    pct(ignored, stats.total_samples)
+                ));
+            }
+        }
+        parsed
+    };
+
+    let agg = Aggregator::new(&image);
+    // perf2bolt writes the binary path as given on its command line.
+    let binary_name = args.binary.display().to_string();
+    let written = if args.basic_events {
+        let samples = agg.aggregate_samples(&parsed);
+        say(format!(
+            "PERF2BOLT: out of range samples recorded in unknown regions: {}{}",
+            samples.out_of_range,
+            pct(samples.out_of_range, parsed.total_samples)
+        ));
+        let total = parsed.total_samples;
+        if total > 0 && samples.out_of_range as f32 * 100.0 / total as f32 > 80.0 {
+            say(MISMATCH_WARNING.to_string());
+        }
+        let make_yaml = || yaml::sample_profile(&agg, &samples, &binary_name, &parsed.events);
+        write_outputs(&args, make_yaml, |w| {
+            fdata::write_samples(w, &image, &samples, &parsed.events, false)
+        })?
+    } else {
+        let bar = crate::progress::items(parsed.traces.len() as u64, "aggregating traces");
+        let profile = agg.aggregate_traces(&parsed, &|n| bar.inc(n));
+        bar.finish_and_clear();
+        let s = profile.stats;
+        say(format!(
+            "PERF2BOLT: traces mismatching disassembled function contents: {}{}",
+            s.mismatching,
+            pct(s.mismatching, s.traces)
+        ));
+        if s.traces > 0 && s.mismatching as f32 * 100.0 / s.traces as f32 > 10.0 {
+            say(MISMATCH_WARNING.to_string());
+        }
+        say(format!(
+            "PERF2BOLT: out of range traces involving unknown regions: {}{}",
+            s.out_of_range,
+            pct(s.out_of_range, s.traces)
+        ));
+        let make_yaml = || yaml::branch_profile(&agg, &profile, &binary_name, &parsed.events);
+        write_outputs(&args, make_yaml, |w| {
+            fdata::write_branches(w, &image, &profile, false)
+        })?
+    };
+    say(format!(
+        "PERF2BOLT: wrote {written} objects and 0 memory objects to {}",
+        args.output.display()
+    ));
+    Ok(())
+}

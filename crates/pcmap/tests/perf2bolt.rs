@@ -1,0 +1,504 @@
+//! `pcmap perf2bolt` against perf2bolt 22 on fixture binaries built by the tests: identical fdata
+//! (byte for byte for branch profiles; as a multiset of lines for basic samples, whose order is
+//! hash order in perf2bolt) and identical printed statistics.
+
+#[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use pcmap_testkit as tk;
+
+const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
+
+fn pcmap(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    tk::run(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("perf2bolt")
+            .arg(bin)
+            .arg("--pa")
+            .arg("-p")
+            .arg(profile)
+            .arg("-o")
+            .arg(out)
+            .args(extra),
+    )
+}
+
+fn differential(bin: &Path, tag: &str, seed: u64, basic: bool) {
+    let dir = tk::scratch_dir(&format!("cli-perf2bolt-{tag}-{seed}"));
+    let funcs = support::disassemble(bin);
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, support::generate(&funcs, 2000, seed, basic)).unwrap();
+    let extra: &[&str] = if basic { &["--ba"] } else { &[] };
+    let (expected, p2b_stdout) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), extra);
+    let ours_path = dir.join("pcmap.fdata");
+    let out = pcmap(bin, &prof, &ours_path, extra);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = std::fs::read_to_string(&ours_path).unwrap();
+    if basic {
+        // The `no_lbr` header lists events in LLVM StringSet order: equal byte for byte.
+        assert_eq!(
+            ours.lines().next(),
+            expected.lines().next(),
+            "{tag} seed {seed}: header"
+        );
+        // Records are in hash order in perf2bolt's output.
+        let mut e: Vec<String> = expected
+            .lines()
+            .map(|l| {
+                let mut w: Vec<&str> = l.split(' ').collect();
+                if w[0] == "no_lbr" {
+                    w[1..].sort_unstable();
+                }
+                w.join(" ")
+            })
+            .collect();
+        let mut o: Vec<String> = ours
+            .lines()
+            .map(|l| {
+                let mut w: Vec<&str> = l.split(' ').collect();
+                if w[0] == "no_lbr" {
+                    w[1..].sort_unstable();
+                }
+                w.join(" ")
+            })
+            .collect();
+        e.sort();
+        o.sort();
+        assert_eq!(
+            o,
+            e,
+            "{tag} seed {seed} (basic), profile {}",
+            prof.display()
+        );
+    } else {
+        assert!(
+            ours == expected,
+            "{tag} seed {seed}: fdata differs, profile {}",
+            prof.display()
+        );
+    }
+    let ours_stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        support::stat_lines(&ours_stdout),
+        support::stat_lines(&p2b_stdout),
+        "{tag} seed {seed}"
+    );
+    assert!(!support::stat_lines(&ours_stdout).is_empty());
+}
+
+#[test]
+fn branch_profiles_match_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    for seed in [11, 12] {
+        differential(&p1, "p1", seed, false);
+        differential(&p4, "p4", seed, false);
+    }
+}
+
+#[test]
+fn basic_samples_match_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    differential(&p1, "p1", 21, true);
+}
+
+#[test]
+fn handwritten_records_match_perf2bolt() {
+    // Every record type on fixed addresses of the assembly fixture, including call
+    // continuation after `call g`, returns, external origins, duplicates and an event line.
+    let bin = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    let funcs = support::disassemble(&bin);
+    let f = funcs.iter().find(|f| f.name == "fn").expect("fn");
+    let g = funcs.iter().find(|f| f.name == "g").expect("g");
+    let at = |i: usize| f.insns[i].addr;
+    let call = f
+        .insns
+        .iter()
+        .position(|i| i.mnemonic.starts_with("call"))
+        .unwrap();
+    let ret_g = g.insns.last().unwrap().addr;
+    let lines = [
+        "E cycles".to_string(),
+        format!("T {:x} {:x} {:x} 7", at(call), g.insns[0].addr, ret_g),
+        format!("R {:x} {:x} {:x} 7", ret_g, at(call + 1), at(call + 3)),
+        format!("R 0 {:x} {:x} 2", at(call + 1), at(call + 3)),
+        format!("f {:x} {:x} 3", at(call + 1), at(call + 3)),
+        format!("r {:x} {:x} 4", at(call + 1), at(call + 3)),
+        format!("F {:x} {:x} 5", at(call + 1), at(call + 3)),
+        format!("F {:x} {:x} 5", at(call + 3), at(1)),
+        format!("B X:7f0000001000 {:x} 1 0", at(0)),
+        format!("B {:x} {:x} 4 1", at(3), at(call + 1)),
+        format!("B {:x} {:x} 6 2", at(3), at(call + 1)),
+        format!("T {:x} {:x} {:x} 3", at(3), at(call + 1), g.insns[0].addr),
+        format!(
+            "T {:x} 7f0000001000 7f0000001010 3",
+            f.insns.last().unwrap().addr
+        ),
+        format!("S {:x} 9", at(2)),
+    ];
+    let dir = tk::scratch_dir("cli-perf2bolt-hand");
+    let prof = dir.join("hand.pa");
+    std::fs::write(&prof, lines.join("\n") + "\n").unwrap();
+    let (expected, p2b_stdout) = support::perf2bolt(&bin, &prof, &dir.join("p2b.fdata"), &[]);
+    let out = pcmap(&bin, &prof, &dir.join("pcmap.fdata"), &[]);
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        expected
+    );
+    assert_eq!(
+        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+        support::stat_lines(&p2b_stdout)
+    );
+}
+
+#[test]
+fn malformed_profiles_fail_without_output() {
+    let bin = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-bad");
+    for (i, bad) in [
+        "B 0x10 20 1 0\n",
+        "T 10 20 30 5",
+        "Q 1 2\n",
+        "B\t10 20 1 0\n",
+        "B 10 20 1\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let prof = dir.join(format!("bad{i}.pa"));
+        std::fs::write(&prof, bad).unwrap();
+        // perf2bolt rejects these too (exit status 1).
+        let theirs = tk::run(
+            Command::new(tk::tool("perf2bolt"))
+                .arg(&bin)
+                .args(["--pa", "-p"])
+                .arg(&prof)
+                .arg("-o")
+                .arg(dir.join("p2b.fdata")),
+        );
+        assert!(!theirs.status.success(), "perf2bolt accepted {bad:?}");
+        let out_path = dir.join(format!("out{i}.fdata"));
+        let out = pcmap(&bin, &prof, &out_path, &[]);
+        assert_eq!(out.status.code(), Some(1), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("line 1"),
+            "{bad:?}"
+        );
+        assert!(!out_path.exists(), "partial output for {bad:?}");
+    }
+}
+
+/// Compare fdata as a multiset of lines with the `no_lbr` event list sorted (hash order in perf2bolt).
+fn normalized(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .lines()
+        .map(|l| {
+            let mut w: Vec<&str> = l.split(' ').collect();
+            if w[0] == "no_lbr" {
+                w[1..].sort_unstable();
+            }
+            w.join(" ")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn run_both_on_perf_data(
+    bin: &Path,
+    data: &Path,
+    dir: &Path,
+    extra: &[&str],
+) -> (String, String, String, String) {
+    let theirs = tk::run_ok(
+        Command::new(tk::tool("perf2bolt"))
+            .arg(bin)
+            .arg("-p")
+            .arg(data)
+            .arg("-o")
+            .arg(dir.join("p2b.fdata"))
+            .args(extra),
+    );
+    let out = tk::run(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("perf2bolt")
+            .arg(bin)
+            .arg("-p")
+            .arg(data)
+            .arg("-o")
+            .arg(dir.join("pcmap.fdata"))
+            .args(extra),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        std::fs::read_to_string(dir.join("p2b.fdata")).unwrap(),
+        theirs,
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn perf_data_basic_samples_match_perf2bolt() {
+    // Samples recorded here with the cpu-clock software event (no PMU needed).
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-perfdata-ba");
+    let bin = dir.join("p1");
+    std::fs::copy(&p1, &bin).unwrap();
+    let data = dir.join("p1.perf.data");
+    tk::run_ok(
+        Command::new(tk::tool("perf"))
+            .args(["record", "-q", "-e", "cpu-clock", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&bin)
+            .arg("20000000"),
+    );
+    let (expected, p2b, ours, stdout) = run_both_on_perf_data(&bin, &data, &dir, &["--ba"]);
+    assert!(
+        expected.lines().count() > 2,
+        "too few samples recorded:\n{expected}"
+    );
+    assert_eq!(normalized(&ours), normalized(&expected));
+    let stat = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| {
+                l.starts_with("PERF2BOLT: read ")
+                    || l.starts_with("PERF2BOLT: out of range samples")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(stat(&stdout), stat(&p2b));
+}
+
+#[test]
+fn perf_data_branch_stacks_match_perf2bolt() {
+    // Branch stacks cannot be recorded without a PMU: write them with pcmap-profile's perf.data
+    // writer, along chains of real branches of the fixture, and let perf2bolt read them through
+    // `perf script`.
+    use pcmap_profile::perfdata::{BranchEntry, writer};
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-perfdata-lbr");
+    let bin = dir.join("p1");
+    std::fs::copy(&p1, &bin).unwrap();
+    let phdrs = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-lW").arg(&bin));
+    let exec = phdrs
+        .lines()
+        .find(|l| l.trim_start().starts_with("LOAD") && l.contains(" R E "))
+        .unwrap();
+    let f: Vec<&str> = exec.split_whitespace().collect();
+    let (off, vaddr, memsz) = (tk::hex(f[1]), tk::hex(f[2]), tk::hex(f[5]));
+    let notes = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-n").arg(&bin));
+    let build_id_hex = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let build_id: Vec<u8> = (0..build_id_hex.len() / 2)
+        .map(|i| u8::from_str_radix(&build_id_hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+
+    let funcs = support::disassemble(&bin);
+    let insns: Vec<&support::Insn> = funcs.iter().flat_map(|f| f.insns.iter()).collect();
+    let branches: Vec<&support::Insn> = insns
+        .iter()
+        .copied()
+        .filter(|i| i.target.is_some())
+        .collect();
+    let next_cf = |addr: u64| {
+        insns
+            .iter()
+            .find(|i| {
+                i.addr >= addr && (i.mnemonic.starts_with('j') || i.mnemonic.starts_with("ret"))
+            })
+            .map(|i| (*i).clone())
+    };
+    let mut w = writer::Writer::new(writer::Options::default());
+    let pid = 4242;
+    let name = bin.to_str().unwrap().as_bytes();
+    w.comm(pid, pid, b"p1", 1);
+    w.mmap2(
+        pid,
+        pid,
+        vaddr & !0xfff,
+        memsz + (vaddr & 0xfff),
+        off & !0xfff,
+        name,
+        2,
+    );
+    w.build_id(pid as i32, &build_id, name);
+    let mut seed = 7u64;
+    let mut rnd = |n: usize| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((seed >> 33) % n as u64) as usize
+    };
+    for k in 0..400u64 {
+        // A chain of taken branches, oldest first, each fall-through running to the next
+        // control-flow instruction.
+        let mut chain: Vec<BranchEntry> = Vec::new();
+        let mut b = branches[rnd(branches.len())].clone();
+        for _ in 0..(1 + rnd(16)) {
+            let Some(t) = b.target else { break };
+            chain.push(BranchEntry {
+                from: b.addr,
+                to: t,
+                flags: (rnd(5) == 0) as u64,
+            });
+            match next_cf(t) {
+                Some(n) if n.target.is_some() => b = n,
+                _ => break,
+            }
+        }
+        if rnd(10) == 0 {
+            chain.push(BranchEntry {
+                from: 0xffff_ffff_8100_0000,
+                to: b.addr,
+                flags: 0,
+            });
+        }
+        chain.reverse();
+        let spec = writer::SampleSpec {
+            ip: b.addr,
+            pid,
+            tid: pid,
+            time: 10 + k,
+            period: 1,
+            branches: chain,
+            hw_idx: 0,
+        };
+        w.sample(&spec);
+    }
+    // A sample of another process is ignored.
+    w.sample(&writer::SampleSpec {
+        ip: 1,
+        pid: 99,
+        tid: 99,
+        time: 1000,
+        period: 1,
+        branches: vec![],
+        hw_idx: 0,
+    });
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, w.finish()).unwrap();
+    let (expected, p2b, ours, stdout) = run_both_on_perf_data(&bin, &data, &dir, &[]);
+    assert!(
+        expected.lines().count() > 10,
+        "perf2bolt produced too little:\n{p2b}"
+    );
+    assert!(
+        ours == expected,
+        "fdata differs; perf.data at {}",
+        data.display()
+    );
+    let stat = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| {
+                l.starts_with("PERF2BOLT: read ")
+                    || l.starts_with("PERF2BOLT: traces mismatching")
+                    || l.starts_with("PERF2BOLT: out of range")
+                    || l.starts_with("PERF2BOLT: ignored samples")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(stat(&stdout), stat(&p2b));
+}
+
+/// YAML output against perf2bolt's: equal line for line except block hashes (`hash:` under a
+/// block), which pcmap does not compute (only their offset field); function hashes must agree.
+fn yaml_differential(bin: &Path, tag: &str, seed: u64) {
+    let dir = tk::scratch_dir(&format!("cli-perf2bolt-yaml-{tag}-{seed}"));
+    let funcs = support::disassemble(bin);
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, support::generate(&funcs, 2000, seed, false)).unwrap();
+    // `-w` next to the fdata output, and `--profile-format yaml`, give the same YAML.
+    support::perf2bolt(
+        bin,
+        &prof,
+        &dir.join("p2b.fdata"),
+        &["-w", dir.join("p2b.yaml").to_str().unwrap()],
+    );
+    let out = pcmap(
+        bin,
+        &prof,
+        &dir.join("pcmap.yaml"),
+        &["--profile-format", "yaml"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = pcmap(
+        bin,
+        &prof,
+        &dir.join("pcmap.fdata"),
+        &["-w", dir.join("pcmap-w.yaml").to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
+    let ours = std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap();
+    assert_eq!(
+        ours,
+        std::fs::read_to_string(dir.join("pcmap-w.yaml")).unwrap()
+    );
+    // Block hashes are left out of the comparison (pcmap writes only their offset field, and
+    // the YAML writer omits a zero hash).
+    let mask = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| !l.starts_with("        hash:"))
+            .map(str::to_string)
+            .collect()
+    };
+    let (t, o) = (mask(&theirs), mask(&ours));
+    assert!(t.len() > 20, "perf2bolt wrote too little YAML");
+    for (i, (a, b)) in t.iter().zip(&o).enumerate() {
+        assert_eq!(
+            b,
+            a,
+            "{tag} seed {seed}: YAML line {} differs ({})",
+            i + 1,
+            dir.display()
+        );
+    }
+    assert_eq!(o.len(), t.len(), "{tag} seed {seed}: YAML length differs");
+    // llvm-bolt accepts the YAML and finds no stale function (the function hashes match).
+    let log = tk::run_ok(
+        Command::new(tk::tool("llvm-bolt"))
+            .arg(bin)
+            .arg("-data")
+            .arg(dir.join("pcmap.yaml"))
+            .arg("-o")
+            .arg(dir.join("out.bolt")),
+    );
+    assert!(log.contains("have non-empty execution profile"), "{log}");
+    assert!(!log.contains("possibly stale"), "{log}");
+}
+
+#[test]
+fn yaml_matches_perf2bolt_except_block_hashes() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    yaml_differential(&p1, "p1", 31);
+    yaml_differential(&p4, "p4", 32);
+}

@@ -1,0 +1,613 @@
+//! End-to-end tests of `pcmap propeller` against clang-22, lld-22, llvm-readobj-22, qemu-user and
+//! BOLT 22: profile a benchmark from a recorded control-flow trace, generate the profiles, rebuild
+//! with basic-block sections and a symbol order, and check the result with the oracles.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pcmap_testkit::{build, derive, derived, run, run_ok, scratch_dir, tool};
+
+const SRC: &str = "propeller/bench.c";
+const ITERATIONS: &str = "20000";
+
+fn base_flags() -> Vec<&'static str> {
+    vec![
+        "-O2",
+        "-fno-pie",
+        "-no-pie",
+        "-fbasic-block-address-map",
+        "-Wl,--emit-relocs",
+    ]
+}
+
+fn pcmap() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pcmap"))
+}
+
+/// One executed QEMU translation block: first instruction, last instruction, end address.
+#[derive(Clone, Copy, Debug)]
+struct Tb {
+    start: u64,
+    last: u64,
+    end: u64,
+}
+
+/// Record the program with `qemu-x86_64 -d in_asm,exec,nochain` (htr.md §2.2) and return the
+/// executed translation blocks in order. `in_asm` gives every block's instructions (so its last
+/// instruction and end), `exec` with `nochain` logs every execution.
+fn record(exe: &Path, dir: &Path, tag: &str) -> Vec<Tb> {
+    let log = dir.join(format!("{tag}.qemu.log"));
+    run_ok(
+        Command::new(tool("qemu-x86_64"))
+            .args(["-d", "in_asm,exec,nochain", "-D"])
+            .arg(&log)
+            .arg(exe)
+            .arg(ITERATIONS),
+    );
+    let text = std::fs::read_to_string(&log).expect("read qemu log");
+    let _ = std::fs::remove_file(&log);
+    let mut blocks: HashMap<u64, (u64, u64)> = HashMap::new();
+    let mut cur: Vec<(u64, u64)> = Vec::new(); // (address, length) of the instructions of the open IN block
+    let mut trace = Vec::new();
+    let hexnum = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex");
+    let close = |cur: &mut Vec<(u64, u64)>, blocks: &mut HashMap<u64, (u64, u64)>| {
+        if let (Some(&(first, _)), Some(&(last, len))) = (cur.first(), cur.last()) {
+            blocks.insert(first, (last, last + len));
+        }
+        cur.clear();
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Trace ") {
+            close(&mut cur, &mut blocks);
+            let inside = rest.split('[').nth(1).expect("exec line has [..]");
+            let pc = hexnum(inside.split('/').nth(1).expect("second field is the pc"));
+            let &(last, end) = blocks
+                .get(&pc)
+                .unwrap_or_else(|| panic!("no IN block for executed pc {pc:#x}"));
+            trace.push(Tb {
+                start: pc,
+                last,
+                end,
+            });
+        } else if line.starts_with("0x") && line.contains(":  ") {
+            let (a, rest) = line.split_once(":  ").unwrap();
+            let addr = hexnum(a);
+            let toks: Vec<&str> = rest.split_whitespace().collect();
+            let nbytes = toks
+                .iter()
+                .take_while(|t| t.len() == 2 && t.chars().all(|c| c.is_ascii_hexdigit()))
+                .count() as u64;
+            if nbytes < toks.len() as u64 {
+                cur.push((addr, nbytes));
+            } else if let Some(l) = cur.last_mut() {
+                l.1 += nbytes; // continuation line of a long instruction
+            }
+        } else if line.is_empty() || line.starts_with("IN:") || line.starts_with("----") {
+            close(&mut cur, &mut blocks);
+        }
+    }
+    assert!(
+        trace.len() > 10_000,
+        "suspiciously short trace ({} blocks)",
+        trace.len()
+    );
+    trace
+}
+
+/// Executable address ranges of the main program.
+fn exe_ranges(exe: &Path) -> Vec<(u64, u64)> {
+    let data = std::fs::read(exe).unwrap();
+    let bin = pcmap_binary::Binary::parse(&data).unwrap();
+    bin.segments()
+        .iter()
+        .filter(|s| s.p_type == pcmap_binary::PT_LOAD && s.flags & 1 != 0)
+        .map(|s| (s.vaddr, s.vaddr + s.mem_size))
+        .collect()
+}
+
+fn inside(ranges: &[(u64, u64)], a: u64) -> bool {
+    ranges.iter().any(|&(s, e)| s <= a && a < e)
+}
+
+/// Taken branches (source, target) in the trace: consecutive blocks that are not contiguous.
+fn taken(trace: &[Tb]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    trace
+        .windows(2)
+        .filter(|w| w[1].start != w[0].end)
+        .map(|w| (w[0].last, w[1].start))
+}
+
+/// Number of taken branches whose source is in the main program.
+fn taken_in_program(trace: &[Tb], ranges: &[(u64, u64)]) -> usize {
+    taken(trace)
+        .filter(|&(from, _)| inside(ranges, from))
+        .count()
+}
+
+/// The LBR-style pre-aggregated profile of the trace: `T branch target ft_end count`, where
+/// ft_end is the source of the next taken branch.
+fn preaggregated(trace: &[Tb], ranges: &[(u64, u64)]) -> String {
+    let branches: Vec<(u64, u64)> = taken(trace).collect();
+    let mut agg: BTreeMap<(u64, u64, u64), u64> = BTreeMap::new();
+    for w in branches.windows(2) {
+        let ((from, to), (next_from, _)) = (w[0], w[1]);
+        if inside(ranges, from) || inside(ranges, to) {
+            *agg.entry((from, to, next_from)).or_default() += 1;
+        }
+    }
+    agg.iter()
+        .map(|((f, t, e), c)| format!("T {f:x} {t:x} {e:x} {c}\n"))
+        .collect()
+}
+
+/// Blocks of the map per function: (address, ranges of (id, start, end)), from llvm-readobj-22 JSON.
+type Ranges = Vec<Vec<(u64, u64, u64)>>;
+fn readobj_map(exe: &Path) -> BTreeMap<String, (u64, Ranges)> {
+    let out = run_ok(
+        Command::new(tool("llvm-readobj"))
+            .args(["--bb-addr-map", "--elf-output-style=JSON"])
+            .arg(exe),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("readobj JSON");
+    let mut m = BTreeMap::new();
+    for f in v[0]["BBAddrMap"].as_array().expect("BBAddrMap") {
+        let f = &f["Function"];
+        let ranges = f["BB Ranges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let base = r["Base Address"].as_u64().unwrap();
+                r["BB Entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        let s = base + e["Offset"].as_u64().unwrap();
+                        (
+                            e["ID"].as_u64().unwrap(),
+                            s,
+                            s + e["Size"].as_u64().unwrap(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        m.insert(
+            f["Name"].as_str().unwrap().to_string(),
+            (f["At"].as_u64().unwrap(), ranges),
+        );
+    }
+    m
+}
+
+fn symbols(exe: &Path) -> HashMap<String, u64> {
+    let out = run_ok(Command::new(tool("llvm-nm")).arg(exe));
+    out.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (a, _t, n) = (it.next()?, it.next()?, it.next()?);
+            Some((n.to_string(), u64::from_str_radix(a, 16).ok()?))
+        })
+        .collect()
+}
+
+/// cc profile: function name -> clusters (a minimal reading of the `f`/`c` lines used here).
+fn cc_clusters(text: &str) -> BTreeMap<String, Vec<Vec<u64>>> {
+    let mut m: BTreeMap<String, Vec<Vec<u64>>> = BTreeMap::new();
+    let mut cur = String::new();
+    for l in text.lines() {
+        if let Some(f) = l.strip_prefix("f ") {
+            cur = f.split(' ').next().unwrap().to_string();
+            m.insert(cur.clone(), vec![]);
+        } else if let Some(c) = l.strip_prefix("c ") {
+            m.get_mut(&cur)
+                .unwrap()
+                .push(c.split(' ').map(|x| x.parse().unwrap()).collect());
+        }
+    }
+    m
+}
+
+struct Original {
+    exe: PathBuf,
+    dir: PathBuf,
+    trace: Vec<Tb>,
+    profile: PathBuf,
+}
+
+fn original() -> Original {
+    let exe = build("propeller-bench", &[SRC], &base_flags());
+    let dir = scratch_dir("propeller-e2e");
+    let trace = record(&exe, &dir, "original");
+    let profile = derived(&exe, "pa");
+    let ranges = exe_ranges(&exe);
+    derive(&profile, |tmp| {
+        std::fs::write(tmp, preaggregated(&trace, &ranges)).unwrap()
+    });
+    Original {
+        exe,
+        dir,
+        trace,
+        profile,
+    }
+}
+
+fn generate(o: &Original, extra: &[&str]) -> (PathBuf, PathBuf, String) {
+    let cc = o.dir.join("cc.txt");
+    let ld = o.dir.join("ld.txt");
+    let out = run(pcmap()
+        .arg("propeller")
+        .arg(&o.exe)
+        .arg("-p")
+        .arg(&o.profile)
+        .arg("--pa")
+        .arg("--cc-profile")
+        .arg(&cc)
+        .arg("--ld-profile")
+        .arg(&ld)
+        .arg("--verbose")
+        .args(extra));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "pcmap propeller failed:\n{stderr}");
+    (cc, ld, stderr)
+}
+
+fn rebuild(o: &Original, cc: &Path, ld: &Path, name: &str) -> PathBuf {
+    let out = o.dir.join(name);
+    let mut cmd = Command::new(tool("clang"));
+    cmd.arg("-fuse-ld=lld")
+        .args(base_flags())
+        .arg(format!("-fbasic-block-sections=list={}", cc.display()))
+        .arg(format!("-Wl,--symbol-ordering-file={}", ld.display()))
+        .arg(pcmap_testkit::fixtures_dir().join("src").join(SRC))
+        .arg("-o")
+        .arg(&out);
+    let res = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "rebuild failed: {stderr}");
+    assert!(
+        !stderr.contains("warning"),
+        "clang/lld warned about the profiles:\n{stderr}"
+    );
+    out
+}
+
+#[test]
+fn end_to_end_layout_reduces_taken_branches_and_matches_the_request() {
+    let o = original();
+    let ranges = exe_ranges(&o.exe);
+    let (cc, ld, stderr) = generate(&o, &["--emit-cfg"]);
+    eprintln!("{stderr}");
+    let cc_text = std::fs::read_to_string(&cc).unwrap();
+    let ld_text = std::fs::read_to_string(&ld).unwrap();
+    eprintln!("--- cc profile ---\n{cc_text}--- ld profile ---\n{ld_text}");
+    assert!(
+        stderr.contains("process: ext-TSP score"),
+        "verbose scores per function"
+    );
+    assert!(!cc_text.contains("  ") && !cc_text.lines().any(|l| l.contains('#')));
+
+    let new_exe = rebuild(&o, &cc, &ld, "bench.propeller");
+    // Same output.
+    let want = run_ok(Command::new(&o.exe).arg(ITERATIONS));
+    assert_eq!(run_ok(Command::new(&new_exe).arg(ITERATIONS)), want);
+
+    // The rebuilt map shows the requested order, with exactly the never-executed blocks in `.cold`.
+    let before = readobj_map(&o.exe);
+    let after = readobj_map(&new_exe);
+    let syms = symbols(&new_exe);
+    let clusters = cc_clusters(&cc_text);
+    assert!(
+        clusters.contains_key("process") && clusters.contains_key("classify"),
+        "{clusters:?}"
+    );
+    for (name, cl) in &clusters {
+        let (_, old_ranges) = &before[name];
+        let (_, new_ranges) = &after[name];
+        assert_eq!(cl.len(), 1, "one hot cluster per function");
+        let new_ids: Vec<u64> = new_ranges[0].iter().map(|b| b.0).collect();
+        assert_eq!(&new_ids, &cl[0], "{name}: hot range order");
+        // Executed blocks of the original according to the trace (an oracle independent of pcmap).
+        let executed = |s: u64, e: u64| o.trace.iter().any(|tb| tb.start < e && s < tb.end);
+        let all: Vec<(u64, u64, u64)> = old_ranges.iter().flatten().copied().collect();
+        for &(id, s, e) in &all {
+            if s == e {
+                continue; // zero-sized blocks are never executed on their own
+            }
+            let hot = cl[0].contains(&id);
+            assert_eq!(
+                hot,
+                executed(s, e) || id == 0,
+                "{name}: block {id} hot={hot}"
+            );
+        }
+        let cold_ids: Vec<u64> = new_ranges.iter().skip(1).flatten().map(|b| b.0).collect();
+        let mut expect_cold: Vec<u64> = all
+            .iter()
+            .map(|b| b.0)
+            .filter(|id| !cl[0].contains(id))
+            .collect();
+        let mut got = cold_ids.clone();
+        got.sort();
+        expect_cold.sort();
+        assert_eq!(got, expect_cold, "{name}: cold blocks");
+        if !cold_ids.is_empty() {
+            let cold_base = new_ranges[1][0].1;
+            assert_eq!(
+                syms.get(&format!("{name}.cold")),
+                Some(&cold_base),
+                "{name}.cold symbol at the cold range"
+            );
+        }
+    }
+    // The ld profile order is honoured: listed symbols appear in increasing address order.
+    let addrs: Vec<u64> = ld_text.lines().map(|s| syms[s]).collect();
+    assert!(
+        addrs.windows(2).all(|w| w[0] < w[1]),
+        "symbol order {ld_text} -> {addrs:x?}"
+    );
+
+    // Fewer taken branches in a recorded trace of the rebuilt program.
+    let taken_before = taken_in_program(&o.trace, &ranges);
+    let new_trace = record(&new_exe, &o.dir, "propeller");
+    let taken_after = taken_in_program(&new_trace, &exe_ranges(&new_exe));
+
+    // Reference: BOLT with the same profile.
+    let fdata = o.dir.join("bench.fdata");
+    run_ok(
+        Command::new(tool("perf2bolt"))
+            .arg("--pa")
+            .arg("-p")
+            .arg(&o.profile)
+            .arg("-o")
+            .arg(&fdata)
+            .arg(&o.exe),
+    );
+    let bolted = o.dir.join("bench.bolt");
+    run_ok(
+        Command::new(tool("llvm-bolt"))
+            .arg(&o.exe)
+            .arg("-data")
+            .arg(&fdata)
+            .args(["-reorder-blocks=ext-tsp", "-split-functions", "-o"])
+            .arg(&bolted),
+    );
+    assert_eq!(run_ok(Command::new(&bolted).arg(ITERATIONS)), want);
+    let bolt_trace = record(&bolted, &o.dir, "bolt");
+    let taken_bolt = taken_in_program(&bolt_trace, &exe_ranges(&bolted));
+    eprintln!(
+        "taken branches in the program: original {taken_before}, pcmap propeller {taken_after} ({:+.1}%), \
+         BOLT ext-tsp+split {taken_bolt} ({:+.1}%)",
+        (taken_after as f64 / taken_before as f64 - 1.0) * 100.0,
+        (taken_bolt as f64 / taken_before as f64 - 1.0) * 100.0
+    );
+    assert!(
+        taken_after < taken_before,
+        "{taken_after} >= {taken_before}"
+    );
+}
+
+#[test]
+fn binary_without_map_is_an_error_and_writes_nothing() {
+    let exe = build(
+        "propeller-bench-nomap",
+        &[SRC],
+        &["-O2", "-fno-pie", "-no-pie"],
+    );
+    let dir = scratch_dir("propeller-nomap");
+    let pa = dir.join("p.pa");
+    std::fs::write(&pa, "T 201000 201010 201020 5\n").unwrap();
+    let (cc, ld) = (dir.join("cc.txt"), dir.join("ld.txt"));
+    let out = run(pcmap()
+        .arg("propeller")
+        .arg(&exe)
+        .arg("-p")
+        .arg(&pa)
+        .arg("--pa")
+        .arg("--cc-profile")
+        .arg(&cc)
+        .arg("--ld-profile")
+        .arg(&ld));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("-fbasic-block-address-map"), "{stderr}");
+    assert!(!cc.exists() && !ld.exists());
+}
+
+#[test]
+fn stale_profiles_give_errors_or_warnings_with_counts() {
+    let exe = build("propeller-bench", &[SRC], &base_flags());
+    let dir = scratch_dir("propeller-stale");
+    let (cc, ld) = (dir.join("cc.txt"), dir.join("ld.txt"));
+    let go = |pa: &Path| {
+        run(pcmap()
+            .arg("propeller")
+            .arg(&exe)
+            .arg("-p")
+            .arg(pa)
+            .arg("--pa")
+            .arg("--cc-profile")
+            .arg(&cc)
+            .arg("--ld-profile")
+            .arg(&ld))
+    };
+    // Entirely outside the binary: an error naming the record count, no output.
+    let pa = dir.join("stale.pa");
+    std::fs::write(
+        &pa,
+        "T 7f0000001000 7f0000002000 7f0000002010 5\nB 7f0000003000 7f0000004000 2 0\n",
+    )
+    .unwrap();
+    let out = go(&pa);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("none of its 3 branch/fall-through records"),
+        "{stderr}"
+    );
+    assert!(!cc.exists() && !ld.exists());
+
+    // Partly stale: profiles written, warnings with counts. next_rand is a single block.
+    let map = readobj_map(&exe);
+    let (at, ranges) = &map["next_rand"];
+    let last = ranges[0].last().unwrap();
+    let ret = last.2 - 1; // the `ret` byte
+    std::fs::write(
+        &pa,
+        format!("T 7f0000001000 {at:x} {ret:x} 100\nT 7f0000001000 7f0000002000 7f0000002010 5\nF {ret:x} {at:x} 1\n"),
+    )
+    .unwrap();
+    let out = go(&pa);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("1 of 2 branch records (50.0%)"), "{stderr}");
+    assert!(
+        stderr.contains("2 of 3 fall-through ranges (66.7%)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&cc).unwrap(),
+        "v1\nf next_rand\nc 0\n"
+    );
+    assert_eq!(std::fs::read_to_string(&ld).unwrap(), "next_rand\n");
+
+    // Malformed: a located parse error.
+    std::fs::write(&pa, "T 201000 zz 201020 5\n").unwrap();
+    let out = go(&pa);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stale.pa: 1:10:") && stderr.contains("`zz`"),
+        "{stderr}"
+    );
+}
+
+/// `g` and `h` lines: with a map carrying block hashes (`-mllvm -emit-bb-hash`), the `h` line
+/// holds llvm-readobj's hash of every block, and clang accepts the file silently.
+#[test]
+fn cfg_and_hash_lines_are_accepted_by_clang() {
+    let mut flags = base_flags();
+    flags.extend(["-mllvm", "-emit-bb-hash"]);
+    let exe = build("propeller-bench-hash", &[SRC], &flags);
+    let dir = scratch_dir("propeller-hash");
+    let ranges = exe_ranges(&exe);
+    let trace = record(&exe, &dir, "hash");
+    let profile = dir.join("p.pa");
+    std::fs::write(&profile, preaggregated(&trace, &ranges)).unwrap();
+    let (cc, ld) = (dir.join("cc.txt"), dir.join("ld.txt"));
+    let out = run(pcmap()
+        .arg("propeller")
+        .arg(&exe)
+        .arg("-p")
+        .arg(&profile)
+        .arg("--pa")
+        .arg("--cc-profile")
+        .arg(&cc)
+        .arg("--ld-profile")
+        .arg(&ld)
+        .args(["--emit-cfg", "--emit-hashes"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&cc).unwrap();
+    // Hashes against the oracle.
+    let v: serde_json::Value = serde_json::from_str(&run_ok(
+        Command::new(tool("llvm-readobj"))
+            .args(["--bb-addr-map", "--elf-output-style=JSON"])
+            .arg(&exe),
+    ))
+    .unwrap();
+    let mut oracle: HashMap<(String, u64), u64> = HashMap::new();
+    for f in v[0]["BBAddrMap"].as_array().unwrap() {
+        let name = f["Function"]["Name"].as_str().unwrap().to_string();
+        for r in f["Function"]["BB Ranges"].as_array().unwrap() {
+            for e in r["BB Entries"].as_array().unwrap() {
+                oracle.insert(
+                    (name.clone(), e["ID"].as_u64().unwrap()),
+                    e["Hash"].as_u64().unwrap(),
+                );
+            }
+        }
+    }
+    let (mut func, mut h_lines, mut g_lines) = (String::new(), 0, 0);
+    for l in text.lines() {
+        if let Some(f) = l.strip_prefix("f ") {
+            func = f.split(' ').next().unwrap().to_string();
+        } else if let Some(h) = l.strip_prefix("h ") {
+            h_lines += 1;
+            for item in h.split(' ') {
+                let (id, hash) = item.split_once(':').unwrap();
+                let key = (func.clone(), id.parse::<u64>().unwrap());
+                assert_eq!(
+                    u64::from_str_radix(hash, 16).unwrap(),
+                    oracle[&key],
+                    "{key:?}"
+                );
+            }
+        } else if l.starts_with("g ") {
+            g_lines += 1;
+        }
+    }
+    let functions = text.lines().filter(|l| l.starts_with("f ")).count();
+    assert!(
+        functions > 0 && h_lines == functions && g_lines == functions,
+        "{text}"
+    );
+    let mut cmd = Command::new(tool("clang"));
+    cmd.arg("-fuse-ld=lld")
+        .args(&flags)
+        .arg(format!("-fbasic-block-sections=list={}", cc.display()))
+        .arg(format!("-Wl,--symbol-ordering-file={}", ld.display()))
+        .arg(pcmap_testkit::fixtures_dir().join("src").join(SRC))
+        .arg("-o")
+        .arg(dir.join("rebuilt"));
+    let res = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        res.status.success() && !stderr.contains("warning"),
+        "{stderr}"
+    );
+    assert_eq!(
+        run_ok(Command::new(dir.join("rebuilt")).arg(ITERATIONS)),
+        run_ok(Command::new(&exe).arg(ITERATIONS))
+    );
+}
+
+/// A real perf.data without branch stacks (this machine has no LBR: `perf record -e cpu-clock`)
+/// is read, its samples are reported as carrying no branch information, and no profile is written.
+#[test]
+fn perf_data_without_branch_stacks_is_reported() {
+    let exe = build("propeller-bench", &[SRC], &base_flags());
+    let dir = scratch_dir("propeller-perf");
+    let data = dir.join("perf.data");
+    run_ok(
+        Command::new(tool("perf"))
+            .args(["record", "-q", "-e", "cpu-clock", "-c", "10000", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&exe)
+            .arg("2000000"),
+    );
+    let (cc, ld) = (dir.join("cc.txt"), dir.join("ld.txt"));
+    let out = run(pcmap()
+        .arg("propeller")
+        .arg(&exe)
+        .arg("-p")
+        .arg(&data)
+        .arg("--cc-profile")
+        .arg(&cc)
+        .arg("--ld-profile")
+        .arg(&ld));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("samples have no branch stack"), "{stderr}");
+    assert!(
+        stderr.contains("no branch or fall-through records"),
+        "{stderr}"
+    );
+    assert!(!cc.exists() && !ld.exists());
+}
