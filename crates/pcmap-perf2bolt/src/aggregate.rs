@@ -6,9 +6,20 @@
 //! fall-through part, the fall-through is validated against the function's CFG and each
 //! block-to-block step is recorded. Invalid fall-throughs are counted and dropped, their branch
 //! is kept. Traces are processed in parallel; results are merged per function.
+//!
+//! For a BOLT-optimized binary with address translation ([`Aggregator::with_bat`]), perf2bolt's
+//! BAT mode: both ends of a taken branch are translated to input-function offsets (a branch source
+//! maps to its BAT entry, or to the start of its input block when it has none) and attributed to
+//! the function owning the fragment (the hot part, for a cold fragment); fall-throughs in a BAT
+//! fragment come from the BAT table instead of the CFG (no validation), and a trace that starts at
+//! a return is walked from one byte before its start (perf2bolt's `From - IsReturn`). Functions
+//! BOLT left alone keep the plain CFG rules. Basic samples go to the owning function at
+//! `address - owner address` translated through the owner's hot fragment, as perf2bolt's
+//! `doBasicSample` does (for a cold fragment this differs from the branch translation).
 
 use std::sync::OnceLock;
 
+use pcmap_bat::BatTable;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -86,6 +97,8 @@ pub struct Aggregator<'a, 'data> {
     cfgs: Vec<OnceLock<Cfg>>,
     /// Rank of each function in byte-wise name order (fdata order).
     name_rank: Vec<u32>,
+    /// The binary's BAT table: profile of a BOLT-optimized binary.
+    bat: Option<&'a BatTable>,
 }
 
 fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
@@ -112,7 +125,32 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             image,
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
             name_rank,
+            bat: None,
         }
+    }
+
+    /// Aggregate in perf2bolt's BAT mode: `image` is a BOLT-optimized binary and `bat` its
+    /// `.note.bolt_bat` table. Records are translated to the input binary's function offsets and
+    /// ordered by the names perf2bolt prints in that mode ([`crate::image::Function::profile_name`]).
+    pub fn with_bat(mut self, bat: &'a BatTable) -> Self {
+        let funcs = self.image.functions();
+        let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
+        order.sort_by(|a, b| {
+            funcs[*a as usize]
+                .profile_name(true)
+                .as_bytes()
+                .cmp(funcs[*b as usize].profile_name(true).as_bytes())
+        });
+        for (rank, f) in order.into_iter().enumerate() {
+            self.name_rank[f as usize] = rank as u32;
+        }
+        self.bat = Some(bat);
+        self
+    }
+
+    /// Whether aggregation runs in BAT mode.
+    pub fn is_bat(&self) -> bool {
+        self.bat.is_some()
     }
 
     /// The image.
@@ -136,7 +174,10 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             return false;
         };
         let f = &self.image.functions()[fi];
-        if f.kind == FunctionKind::Regular {
+        // perf2bolt does not disassemble BAT fragments into a CFG: it decodes the one
+        // instruction at the address (mid-instruction addresses included).
+        let is_bat = self.bat.is_some_and(|b| b.is_bat_function(f.address));
+        if f.kind == FunctionKind::Regular && !is_bat {
             let c = self.cfg(fi);
             if c.simple {
                 return c
@@ -217,9 +258,50 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         Some((fi as u32, addr - self.image.functions()[fi].address))
     }
 
+    /// [`Self::locate`], then in BAT mode the translation to the input function's offset and the
+    /// owning (parent) function, as perf2bolt's `doBranch` does for both ends.
+    fn locate_translated(&self, addr: u64, is_branch_src: bool) -> Option<(u32, u64)> {
+        let (fi, off) = self.locate(addr)?;
+        let Some(bat) = self.bat else {
+            return Some((fi, off));
+        };
+        let start = self.image.functions()[fi as usize].address;
+        match bat.translate_in(start, addr, is_branch_src) {
+            Some(t) => {
+                let parent = self
+                    .image
+                    .function_at(t.function_address)
+                    .map_or(fi, |p| p as u32);
+                Some((parent, t.input_offset))
+            }
+            None => Some((fi, off)),
+        }
+    }
+
+    /// Where perf2bolt's `doBasicSample` puts a sample: in BAT mode, in the function owning the
+    /// fragment, at `address - owner address` translated through the owner's (hot) fragment
+    /// table — for a cold fragment that is not the cold fragment's own translation.
+    fn locate_sample(&self, addr: u64) -> Option<(u32, u64)> {
+        let (fi, off) = self.locate(addr)?;
+        let Some(bat) = self.bat else {
+            return Some((fi, off));
+        };
+        let start = self.image.functions()[fi as usize].address;
+        let Some(parent) = bat.parent_of(start) else {
+            return Some((fi, off));
+        };
+        let owner = self.image.function_at(parent).map_or(fi, |p| p as u32);
+        let owner_address = self.image.functions()[owner as usize].address;
+        let offset = match bat.translate_in(owner_address, addr, false) {
+            Some(t) => t.input_offset,
+            None => addr.wrapping_sub(owner_address),
+        };
+        Some((owner, offset))
+    }
+
     fn do_branch(&self, from: u64, to: u64, count: u64, mispreds: u64, out: &mut Partial) {
-        let src = self.locate(from);
-        let dst = self.locate(to);
+        let src = self.locate_translated(from, true);
+        let dst = self.locate_translated(to, false);
         match (src, dst) {
             (None, None) => {}
             (Some((func, from)), dst) => {
@@ -255,6 +337,28 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         };
         if ff != tf {
             out.stats.mismatching = out.stats.mismatching.wrapping_add(count);
+            return;
+        }
+        let start = self.image.functions()[ff].address;
+        if let Some(bat) = self.bat.filter(|b| b.is_bat_function(start)) {
+            // BAT replaces the CFG: no validation, records on the owning function.
+            let parent = bat
+                .parent_of(start)
+                .and_then(|p| self.image.function_at(p))
+                .unwrap_or(ff) as u32;
+            let from = t.from.saturating_sub(u64::from(is_return));
+            for (src, dst) in bat
+                .fallthroughs_in_trace(start, from, t.to)
+                .unwrap_or_default()
+            {
+                let key = RecordKey {
+                    func: parent,
+                    external_entry: false,
+                    from: u64::from(src),
+                    to: Loc::Func(parent, u64::from(dst)),
+                };
+                out.bump(key, count, 0);
+            }
             return;
         }
         match self.fallthroughs(ff, t, is_return) {
@@ -333,7 +437,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn aggregate_samples(&self, profile: &PreAggregated) -> SampleProfile {
         let mut out = SampleProfile::default();
         for (&addr, &count) in &profile.samples {
-            match self.locate(addr) {
+            match self.locate_sample(addr) {
                 Some(k) => {
                     let e = out.samples.entry(k).or_default();
                     *e = e.wrapping_add(count);

@@ -24,13 +24,18 @@ pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
     s.into()
 }
 
-fn write_loc(w: &mut (impl Write + ?Sized), image: &Image<'_>, loc: Loc) -> io::Result<()> {
+fn write_loc(
+    w: &mut (impl Write + ?Sized),
+    image: &Image<'_>,
+    loc: Loc,
+    bolted: bool,
+) -> io::Result<()> {
     match loc {
         Loc::Unknown => w.write_all(b"0 [unknown] 0 "),
         Loc::Func(f, off) => write!(
             w,
             "1 {} {:x} ",
-            escape_name(image.functions()[f as usize].name()),
+            escape_name(image.functions()[f as usize].profile_name(bolted)),
             off
         ),
     }
@@ -49,11 +54,11 @@ pub fn write_branches(
     }
     for (key, c) in &profile.records {
         if key.external_entry {
-            write_loc(w, image, Loc::Unknown)?;
+            write_loc(w, image, Loc::Unknown, bolted)?;
         } else {
-            write_loc(w, image, Loc::Func(key.func, key.from))?;
+            write_loc(w, image, Loc::Func(key.func, key.from), bolted)?;
         }
-        write_loc(w, image, key.to)?;
+        write_loc(w, image, key.to, bolted)?;
         writeln!(w, "{} {}", c.mispreds, c.count)?;
     }
     Ok(profile.records.len() as u64)
@@ -77,15 +82,19 @@ pub fn write_samples(
     w.write_all(b"\n")?;
     let mut recs: Vec<_> = profile.samples.iter().collect();
     recs.sort_unstable_by(|a, b| {
-        let na = image.functions()[a.0.0 as usize].name().as_bytes();
-        let nb = image.functions()[b.0.0 as usize].name().as_bytes();
+        let na = image.functions()[a.0.0 as usize]
+            .profile_name(bolted)
+            .as_bytes();
+        let nb = image.functions()[b.0.0 as usize]
+            .profile_name(bolted)
+            .as_bytes();
         (na, a.0.1).cmp(&(nb, b.0.1))
     });
     for ((f, off), count) in &recs {
         writeln!(
             w,
             "1 {} {:x} {}",
-            escape_name(image.functions()[*f as usize].name()),
+            escape_name(image.functions()[*f as usize].profile_name(bolted)),
             off,
             count
         )?;

@@ -5,6 +5,14 @@
 //! Hand-written over `object` rather than taken from `pcmap-binary` because perf2bolt's function
 //! model has rules of its own (zero-size symbols extend to the next function, lookups use the
 //! "max size" up to the next function, local names are uniquified as `name/N`).
+//!
+//! Functions without a `FUNC` symbol, as BOLT discovers them (they matter for BOLT-optimized
+//! binaries, whose original code stays in `.bolt.org.text` with stale symbols and FDEs): a code
+//! section start without a function becomes `<section>/N`; an FDE start outside every function
+//! becomes `__BOLT_FDE_FUNCat<addr>`; an untyped code label outside every sized function becomes
+//! a function; a zero-size symbol takes the size of the FDE at its address; and a function whose
+//! trailing bytes up to the next object are not zeros, NOPs or `int3` ("bad padding") is looked up only
+//! within its size.
 
 use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, SectionKind, SymbolKind};
 
@@ -44,6 +52,16 @@ impl Function {
         &self.names[0]
     }
 
+    /// The name perf2bolt prints for this function: in BAT mode (a profile of a BOLT-optimized
+    /// binary) the `name/file/N` alias of a local function when it has one, else [`Self::name`].
+    pub fn profile_name(&self, bat: bool) -> &str {
+        if bat {
+            self.file_name_alias().unwrap_or_else(|| self.name())
+        } else {
+            self.name()
+        }
+    }
+
     /// The `name/file/N` alias of a local function (preferred in BAT mode), if any.
     pub fn file_name_alias(&self) -> Option<&str> {
         self.names
@@ -76,6 +94,7 @@ impl<'data> Image<'data> {
         let file = object::File::parse(data).map_err(|e| Error::Elf(e.to_string()))?;
         let mut code_sections = Vec::new();
         let mut alloc_sections = Vec::new();
+        let mut code_section_names = Vec::new();
         for section in file.sections() {
             if section.address() == 0 || section.size() == 0 {
                 continue;
@@ -83,6 +102,9 @@ impl<'data> Image<'data> {
             let Ok(bytes) = section.data() else { continue };
             if section.kind() == SectionKind::Text {
                 code_sections.push((section.address(), section.size(), bytes));
+                if let Ok(name) = section.name() {
+                    code_section_names.push((section.address(), name));
+                }
             }
             if !bytes.is_empty() {
                 alloc_sections.push((section.address(), bytes.len() as u64, bytes));
@@ -105,6 +127,8 @@ impl<'data> Image<'data> {
             local: bool,
             file: Option<&'a str>,
             is_func: bool,
+            /// An untyped symbol in code: a secondary entry inside a function, else a function.
+            is_label: bool,
             index: usize,
         }
         let mut syms = Vec::new();
@@ -133,6 +157,8 @@ impl<'data> Image<'data> {
                     local: sym.is_local(),
                     file: current_file.filter(|_| sym.is_local()),
                     is_func: sym.kind() == SymbolKind::Text && in_code,
+                    is_label: matches!(sym.kind(), SymbolKind::Label | SymbolKind::Unknown)
+                        && in_code,
                     index: sym.index().0,
                 });
             }
@@ -155,7 +181,17 @@ impl<'data> Image<'data> {
             } else {
                 names.push(s.name.to_string());
             }
-            if !s.is_func {
+            if s.is_label && !s.is_func {
+                // BOLT makes a function of an untyped code label that no sized function
+                // contains (in BOLTed binaries: a moved function's secondary entry label left in
+                // the original code).
+                let contained = functions.last().is_some_and(|f| {
+                    s.address >= f.address && (f.size == 0 || s.address - f.address < f.size)
+                });
+                if contained {
+                    continue;
+                }
+            } else if !s.is_func {
                 continue;
             }
             if let Some(last) = functions.last_mut()
@@ -169,6 +205,61 @@ impl<'data> Image<'data> {
                 names,
                 address: s.address,
                 size: s.size,
+                max_size: 0,
+                kind: FunctionKind::Regular,
+                secondary_entries: Vec::new(),
+            });
+        }
+        // Code at the start of an executable section without a function symbol there (in
+        // BOLTed binaries: `.init`, `.fini`, the original `.bolt.org.text`) becomes a local
+        // function named after the section, `<section>/N`, as BOLT names it. PLT sections get
+        // pseudo functions below instead.
+        for (address, name) in code_section_names {
+            if name.starts_with(".plt") || functions.iter().any(|f| f.address == address) {
+                continue;
+            }
+            let n = counters.entry(name.to_string()).or_insert(0);
+            *n += 1;
+            functions.push(Function {
+                names: vec![format!("{name}/{n}")],
+                address,
+                size: 0,
+                max_size: 0,
+                kind: FunctionKind::Regular,
+                secondary_entries: Vec::new(),
+            });
+        }
+        // Code covered by an FDE but by no function symbol becomes `__BOLT_FDE_FUNCat<addr>`, as
+        // in BOLT (in BOLTed binaries: the original functions BOLT moved away).
+        let mut fdes = fde_ranges(&file);
+        fdes.sort_unstable();
+        // A function symbol without size takes the size of an FDE starting at its address.
+        for f in functions.iter_mut().filter(|f| f.size == 0) {
+            let i = fdes.partition_point(|fde| fde.0 < f.address);
+            if let Some(&(address, size)) = fdes.get(i)
+                && address == f.address
+            {
+                f.size = size;
+            }
+        }
+        let mut known: Vec<(u64, u64)> = functions.iter().map(|f| (f.address, f.size)).collect();
+        known.sort_unstable();
+        for &(address, size) in &fdes {
+            let in_code = code_sections
+                .iter()
+                .any(|s| address >= s.0 && address < s.0.saturating_add(s.1));
+            let i = known.partition_point(|f| f.0 <= address);
+            let covered = i
+                .checked_sub(1)
+                .and_then(|j| known.get(j))
+                .is_some_and(|&(start, len)| address == start || address - start < len);
+            if !in_code || covered {
+                continue;
+            }
+            functions.push(Function {
+                names: vec![format!("__BOLT_FDE_FUNCat{address:x}")],
+                address,
+                size,
                 max_size: 0,
                 kind: FunctionKind::Regular,
                 secondary_entries: Vec::new(),
@@ -196,6 +287,16 @@ impl<'data> Image<'data> {
             }
             functions[i].size = functions[i].size.min(section_end - addr);
             functions[i].max_size = max.max(functions[i].size);
+            // BOLT accepts only zero bytes, NOPs and `int3` between a function's end and the next
+            // object ("bad padding" otherwise): then lookups stop at the function's size (seen in
+            // BOLTed binaries, where moved functions' code stays without symbols).
+            let f = &functions[i];
+            if f.kind == FunctionKind::Regular
+                && f.max_size > f.size
+                && !is_valid_padding(&code_sections, f.address + f.size, f.address + f.max_size)
+            {
+                functions[i].max_size = functions[i].size;
+            }
         }
         let starts = functions.iter().map(|f| f.address).collect();
         let ends = functions
@@ -251,6 +352,17 @@ impl<'data> Image<'data> {
     pub fn function_containing(&self, addr: u64) -> Option<usize> {
         let i = self.starts.partition_point(|&a| a <= addr).checked_sub(1)?;
         (addr < self.ends[i]).then_some(i)
+    }
+
+    /// Index of the function starting exactly at `addr`.
+    pub fn function_at(&self, addr: u64) -> Option<usize> {
+        self.starts.binary_search(&addr).ok()
+    }
+
+    /// The contents of the section named `name`, if the binary has one.
+    pub fn section_data(&self, name: &str) -> Option<&'data [u8]> {
+        let file = object::File::parse(self.data).ok()?;
+        file.section_by_name(name)?.data().ok()
     }
 
     /// The bytes of `[addr, addr + len)` when they lie in one code section.
@@ -333,4 +445,75 @@ fn add_plt_functions(file: &object::File<'_>, functions: &mut Vec<Function>) {
             secondary_entries: Vec::new(),
         });
     }
+}
+
+/// Whether `[start, end)` holds only zero bytes, NOPs and `int3` (lld's fill).
+fn is_valid_padding(code_sections: &[(u64, u64, &[u8])], start: u64, end: u64) -> bool {
+    let Some((base, _, bytes)) = code_sections
+        .iter()
+        .find(|s| start >= s.0 && start < s.0.saturating_add(s.1))
+    else {
+        return true;
+    };
+    let (Ok(from), Ok(to)) = (
+        usize::try_from(start - base),
+        usize::try_from(end.saturating_sub(*base)),
+    ) else {
+        return true;
+    };
+    let Some(pad) = bytes.get(from..to.min(bytes.len())) else {
+        return true;
+    };
+    let mut at = 0usize;
+    while at < pad.len() {
+        if pad[at] == 0 {
+            at += 1;
+            continue;
+        }
+        let mut decoder = iced_x86::Decoder::with_ip(
+            64,
+            &pad[at..],
+            start + at as u64,
+            iced_x86::DecoderOptions::NONE,
+        );
+        let insn = decoder.decode();
+        if insn.is_invalid()
+            || !matches!(
+                insn.mnemonic(),
+                iced_x86::Mnemonic::Nop | iced_x86::Mnemonic::Int3
+            )
+        {
+            return false;
+        }
+        at += insn.len();
+    }
+    true
+}
+
+/// `(start, length)` of every FDE in `.eh_frame`.
+fn fde_ranges(file: &object::File<'_>) -> Vec<(u64, u64)> {
+    use gimli::UnwindSection;
+    let Some(section) = file.section_by_name(".eh_frame") else {
+        return Vec::new();
+    };
+    let Ok(bytes) = section.data() else {
+        return Vec::new();
+    };
+    let mut eh_frame = gimli::EhFrame::new(bytes, gimli::LittleEndian);
+    eh_frame.set_address_size(8);
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address());
+    if let Some(text) = file.section_by_name(".text") {
+        bases = bases.set_text(text.address());
+    }
+    let mut out = Vec::new();
+    let mut entries = eh_frame.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        if let gimli::CieOrFde::Fde(partial) = entry
+            && let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset)
+            && fde.len() > 0
+        {
+            out.push((fde.initial_address(), fde.len()));
+        }
+    }
+    out
 }

@@ -11,7 +11,10 @@
 //! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`hash`]: BOLT's xxh3 function hash over
 //!   LLVM opcode names from the generated [`opcode_table`]; [`stringmap`]: LLVM `StringSet` order.
 //!
-//! Not covered yet: BOLT-optimized inputs (BAT translation), YAML block hashes, landing pads
+//! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
+//! ([`aggregate::Aggregator::with_bat`]) for fdata output.
+//!
+//! Not covered yet: YAML profiles of BOLT-optimized inputs, YAML block hashes, landing pads
 //! (C++ exceptions), perf.data of position-independent binaries.
 
 pub mod aggregate;

@@ -217,3 +217,137 @@ pub fn hex(s: &str) -> u64 {
         .unwrap_or(s);
     u64::from_str_radix(s, 16).unwrap_or_else(|e| panic!("not hex: {s:?}: {e}"))
 }
+
+/// A small stable hash (FNV-1a) for cache tags derived from flags.
+pub fn tag_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Profile `binary` with BOLT instrumentation (run with `args`) and optimize it with that exact
+/// profile and `flags` (e.g. `--enable-bat`, `-split-functions`). Every step is cached next to
+/// the fixture; returns the optimized binary.
+///
+/// The instrumented binary appends its PID to the profile's name, so tests running at the same
+/// time (threads of one test binary, or several test binaries) never take each other's profile.
+pub fn bolt_with_instrumentation(binary: &Path, args: &[&str], flags: &[&str]) -> PathBuf {
+    let base = derived(binary, "instr-profile");
+    let instrumented = derive(&derived(binary, "instr"), |tmp| {
+        run_ok(
+            Command::new(tool("llvm-bolt"))
+                .arg(binary)
+                .arg("-instrument")
+                .arg("--instrumentation-file-append-pid")
+                .arg("-o")
+                .arg(tmp)
+                .arg(format!("--instrumentation-file={}", base.display())),
+        );
+    });
+    let profile = derive(&derived(binary, "fdata"), |tmp| {
+        let child = Command::new(&instrumented)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("run {}: {e}", instrumented.display()));
+        let pid = child.id();
+        let out = child
+            .wait_with_output()
+            .expect("wait for the instrumented run");
+        assert!(
+            out.status.success(),
+            "instrumented run of {} failed",
+            binary.display()
+        );
+        let written = PathBuf::from(format!("{}.{pid}.fdata", base.display()));
+        let written = if written.exists() {
+            written
+        } else {
+            PathBuf::from(format!("{}.{pid}", base.display()))
+        };
+        std::fs::rename(&written, tmp).unwrap_or_else(|e| {
+            panic!(
+                "instrumented run should have written {}: {e}",
+                written.display()
+            )
+        });
+    });
+    let tag = format!("bolt-{:x}", tag_hash(flags.join(" ").as_bytes()));
+    derive(&derived(binary, &tag), |tmp| {
+        run_ok(
+            Command::new(tool("llvm-bolt"))
+                .arg(binary)
+                .arg("-data")
+                .arg(&profile)
+                .arg("-o")
+                .arg(tmp)
+                .args(flags),
+        );
+    })
+}
+
+/// Write generated fixture source `name` under the cache (atomically, only when its content
+/// changed) and return its path, for [`build`].
+pub fn generated_source(name: &str, content: &str) -> PathBuf {
+    let dir = cache_dir().join("generated-src");
+    std::fs::create_dir_all(&dir).expect("create generated source dir");
+    let path = dir.join(name);
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(content) {
+        derive_fresh(&path, |tmp| {
+            std::fs::write(tmp, content).expect("write generated source")
+        });
+    }
+    path
+}
+
+/// Like [`derive`] but always (re)creates `out`.
+fn derive_fresh(out: &Path, make: impl FnOnce(&Path)) {
+    let tmp = out.with_extension(
+        format!(
+            "tmp{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        )
+        .replace(['(', ')'], ""),
+    );
+    make(&tmp);
+    std::fs::rename(&tmp, out).unwrap_or_else(|e| panic!("rename {}: {e}", out.display()));
+}
+
+/// A C program with `n` small non-inlined functions (a third with switch jump tables, a third
+/// with loops and cold paths, a third calling their neighbour) called through a table from
+/// `main` (argument: iterations). Used where a test needs "thousands of functions".
+pub fn many_functions_source(n: usize) -> PathBuf {
+    let mut c = String::from("#include <stdio.h>\n#include <stdlib.h>\n");
+    for i in 0..n {
+        match i % 3 {
+            0 => {
+                c += &format!(
+                    "__attribute__((noinline)) int f{i}(int x) {{ switch (x & 7) {{ case 0: return x * {i}; \
+                 case 1: return x + {i}; case 2: return x ^ {i}; case 3: return x - 3; case 4: return x << 1; \
+                 case 5: return x >> 2; case 6: return ~x; default: return x * 5; }} }}\n"
+                )
+            }
+            1 => {
+                c += &format!(
+                    "__attribute__((noinline)) int f{i}(int x) {{ int a = 0; for (int k = 0; k < (x & 3); k++) a += k * {i}; \
+                 if (__builtin_expect(x == 987654, 0)) {{ printf(\"odd %d\\n\", x); a = 1; }} return a; }}\n"
+                )
+            }
+            _ => {
+                c += &format!(
+                    "__attribute__((noinline)) int f{i}(int x) {{ return x > {i} ? f{prev}(x - 1) + 1 : x; }}\n",
+                    prev = i - 1
+                )
+            }
+        }
+    }
+    c += "typedef int (*fn)(int);\nstatic fn table[] = {";
+    for i in 0..n {
+        c += &format!("f{i},");
+    }
+    c += "};\nint main(int argc, char **argv) {\n  long n = argc > 1 ? atol(argv[1]) : 1000, s = 0;\n";
+    c += &format!("  for (long i = 0; i < n; i++) s += table[(i * 7) % {n}]((int)i);\n");
+    c += "  printf(\"%ld\\n\", s);\n  return 0;\n}\n";
+    generated_source(&format!("many-{n}.c"), &c)
+}

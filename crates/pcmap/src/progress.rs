@@ -3,7 +3,6 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A byte-count progress bar for reading `total` bytes, labelled `what`.
-#[allow(dead_code)]
 pub fn bytes(total: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -18,7 +17,6 @@ pub fn bytes(total: u64, what: &str) -> ProgressBar {
 }
 
 /// A counter progress bar for `total` items.
-#[allow(dead_code)]
 pub fn items(total: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use pcmap_bat::{Bat, BatTable};
 use pcmap_binary::Binary;
-use pcmap_testkit::{build, derive, derived, run_ok, scratch_dir, tool};
+use pcmap_testkit::{bolt_with_instrumentation, build, derive, derived, run_ok, scratch_dir, tool};
 
 const CFLAGS: &[&str] = &["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
 const BOLT_FLAGS: &[&str] = &[
@@ -18,46 +18,6 @@ const BOLT_FLAGS: &[&str] = &[
     "-split-functions",
     "-split-all-cold",
 ];
-
-/// Instrument `binary` with llvm-bolt, run it with `args`, and optimize it with that profile and
-/// `flags` (BAT enabled). Every step is cached next to the fixture.
-fn bolt(binary: &Path, args: &[&str], flags: &[&str]) -> PathBuf {
-    let instrumented = derive(&derived(binary, "instr"), |tmp| {
-        let fdata = derived(binary, "instr-profile");
-        run_ok(
-            Command::new(tool("llvm-bolt"))
-                .arg(binary)
-                .arg("-instrument")
-                .arg("-o")
-                .arg(tmp)
-                .arg(format!("--instrumentation-file={}", fdata.display())),
-        );
-    });
-    let profile = derive(&derived(binary, "fdata"), |tmp| {
-        let written = derived(binary, "instr-profile");
-        let _ = std::fs::remove_file(&written);
-        run_ok(Command::new(&instrumented).args(args));
-        std::fs::rename(&written, tmp).expect("instrumented run wrote its profile");
-    });
-    let tag = format!("bolt-{:x}", fxhash(flags.join(" ").as_bytes()));
-    derive(&derived(binary, &tag), |tmp| {
-        run_ok(
-            Command::new(tool("llvm-bolt"))
-                .arg(binary)
-                .arg("-data")
-                .arg(&profile)
-                .arg("-o")
-                .arg(tmp)
-                .args(flags),
-        );
-    })
-}
-
-fn fxhash(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    })
-}
 
 /// The `.note.bolt_bat` section bytes as llvm-objcopy extracts them (the byte oracle).
 fn objcopy_section(bolted: &Path) -> Vec<u8> {
@@ -86,7 +46,7 @@ struct Fixture {
 
 fn fixture(name: &str, sources: &[&str], run_args: &[&str], flags: &[&str]) -> Fixture {
     let binary = build(name, sources, CFLAGS);
-    let bolted = bolt(&binary, run_args, flags);
+    let bolted = bolt_with_instrumentation(&binary, run_args, flags);
     let section = objcopy_section(&bolted);
     let bat = Bat::decode_note(&section).unwrap_or_else(|e| panic!("{}: {e}", bolted.display()));
     Fixture {
@@ -107,44 +67,7 @@ fn secentry() -> Fixture {
 /// A generated program with thousands of small functions (some with jump tables), all of them
 /// rewritten (`-lite=0`) so BAT covers every one.
 fn many() -> Fixture {
-    const N: usize = 2500;
-    let dir = pcmap_testkit::cache_dir().join("bat-many-src");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("many.c");
-    let mut c = String::from("#include <stdio.h>\n#include <stdlib.h>\n");
-    for i in 0..N {
-        match i % 3 {
-            0 => {
-                c += &format!(
-                    "__attribute__((noinline)) int f{i}(int x) {{ switch (x & 7) {{ case 0: return x * {i}; \
-                 case 1: return x + {i}; case 2: return x ^ {i}; case 3: return x - 3; case 4: return x << 1; \
-                 case 5: return x >> 2; case 6: return ~x; default: return x * 5; }} }}\n"
-                )
-            }
-            1 => {
-                c += &format!(
-                    "__attribute__((noinline)) int f{i}(int x) {{ int a = 0; for (int k = 0; k < (x & 3); k++) a += k * {i}; \
-                 if (__builtin_expect(x == 987654, 0)) {{ printf(\"odd %d\\n\", x); a = 1; }} return a; }}\n"
-                )
-            }
-            _ => {
-                c += &format!(
-                    "__attribute__((noinline)) int f{i}(int x) {{ return x > {i} ? f{prev}(x - 1) + 1 : x; }}\n",
-                    prev = i - 1
-                )
-            }
-        }
-    }
-    c += "typedef int (*fn)(int);\nstatic fn table[] = {";
-    for i in 0..N {
-        c += &format!("f{i},");
-    }
-    c += "};\nint main(int argc, char **argv) {\n  long n = argc > 1 ? atol(argv[1]) : 1000, s = 0;\n";
-    c += &format!("  for (long i = 0; i < n; i++) s += table[(i * 7) % {N}]((int)i);\n");
-    c += "  printf(\"%ld\\n\", s);\n  return 0;\n}\n";
-    if std::fs::read_to_string(&src).ok().as_deref() != Some(c.as_str()) {
-        std::fs::write(&src, &c).unwrap();
-    }
+    let src = pcmap_testkit::many_functions_source(2500);
     let mut flags = BOLT_FLAGS.to_vec();
     flags.push("-lite=0");
     fixture("bat-many", &[src.to_str().unwrap()], &["20000"], &flags)

@@ -96,13 +96,27 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("mapping {}", args.binary.display()))?;
     let image =
         Image::parse(&bin_map).with_context(|| format!("reading {}", args.binary.display()))?;
-    if image.has_bat() {
-        anyhow::bail!(
-            "{} is a BOLT-optimized binary (.note.bolt_bat): translating profiles through BAT is not \
-             supported by `pcmap perf2bolt` yet; use perf2bolt",
-            args.binary.display()
-        );
-    }
+    // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
+    // mode, `boltedcollection` fdata).
+    let bat = if image.has_bat() {
+        if args.yaml.is_some() || args.profile_format == ProfileFormat::Yaml {
+            anyhow::bail!(
+                "{} is a BOLT-optimized binary (.note.bolt_bat): YAML profiles of BOLT-optimized \
+                 binaries (BAT YAML) are not supported by `pcmap perf2bolt` yet; write fdata \
+                 (without -w / --profile-format yaml)",
+                args.binary.display()
+            );
+        }
+        let section = image
+            .section_data(pcmap_bat::SECTION_NAME)
+            .with_context(|| format!("reading .note.bolt_bat of {}", args.binary.display()))?;
+        let table = pcmap_bat::BatTable::parse(section)
+            .with_context(|| format!("decoding .note.bolt_bat of {}", args.binary.display()))?;
+        Some(table)
+    } else {
+        None
+    };
+    let bolted = bat.is_some();
 
     let prof_file = std::fs::File::open(&args.profile)
         .with_context(|| format!("opening {}", args.profile.display()))?;
@@ -171,6 +185,10 @@ pub fn run(args: Args) -> Result<()> {
     };
 
     let agg = Aggregator::new(&image);
+    let agg = match &bat {
+        Some(table) => agg.with_bat(table),
+        None => agg,
+    };
     // perf2bolt writes the binary path as given on its command line.
     let binary_name = args.binary.display().to_string();
     let written = if args.basic_events {
@@ -186,7 +204,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         let make_yaml = || yaml::sample_profile(&agg, &samples, &binary_name, &parsed.events);
         write_outputs(&args, make_yaml, |w| {
-            fdata::write_samples(w, &image, &samples, &parsed.events, false)
+            fdata::write_samples(w, &image, &samples, &parsed.events, bolted)
         })?
     } else {
         let bar = crate::progress::items(parsed.traces.len() as u64, "aggregating traces");
@@ -208,7 +226,7 @@ pub fn run(args: Args) -> Result<()> {
         ));
         let make_yaml = || yaml::branch_profile(&agg, &profile, &binary_name, &parsed.events);
         write_outputs(&args, make_yaml, |w| {
-            fdata::write_branches(w, &image, &profile, false)
+            fdata::write_branches(w, &image, &profile, bolted)
         })?
     };
     say(format!(

@@ -274,17 +274,10 @@ fn write_records(
             if path.as_os_str() == "-" {
                 bail!("the binary format needs a seekable output file, not standard output");
             }
-            let dir = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            let tmp = tempfile::NamedTempFile::new_in(dir)
-                .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+            let out = crate::output::AtomicFile::create(path)?;
             {
-                let mut bw = BinaryWriter::new(
-                    std::io::BufWriter::with_capacity(1 << 20, tmp.as_file()),
-                    62,
-                )?;
+                let mut bw =
+                    BinaryWriter::new(std::io::BufWriter::with_capacity(1 << 20, out.file()), 62)?;
                 for r in records {
                     bw.write(&r)
                         .with_context(|| format!("writing {}", path.display()))?;
@@ -292,9 +285,7 @@ fn write_records(
                 bw.finish()
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            tmp.persist(path)
-                .with_context(|| format!("renaming the temporary file to {}", path.display()))?;
-            Ok(())
+            out.commit()
         }
     }
 }

@@ -1,0 +1,230 @@
+//! `pcmap perf2bolt` on BOLT-optimized binaries (`.note.bolt_bat`) against perf2bolt 22: the
+//! fixture is BOLTed with `--enable-bat` and function splitting (hot/cold fragments, reordered
+//! blocks), pre-aggregated records are generated from llvm-objdump's disassembly of the BOLTed
+//! binary, and both tools must write the same `boltedcollection` fdata and statistics.
+
+#[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pcmap_testkit::{self as tk, bolt_with_instrumentation, build, run_ok, tool};
+
+const CFLAGS: &[&str] = &["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
+const BOLT_FLAGS: &[&str] = &[
+    "--enable-bat",
+    "-reorder-blocks=ext-tsp",
+    "-reorder-functions=cdsort",
+    "-split-functions",
+    "-split-all-cold",
+];
+
+/// The BAT fixture of `bat.rs`: a switch, a hot loop, cold paths split off.
+fn loops_bolted() -> PathBuf {
+    let binary = build("bat-loops", &["bat/loops.c"], CFLAGS);
+    bolt_with_instrumentation(&binary, &["300000", "18"], BOLT_FLAGS)
+}
+
+/// The multi-entry fixture of `bat.rs` (a secondary entry point inside a BAT function).
+fn secentry_bolted() -> PathBuf {
+    let binary = build("bat-secentry", &["bat/secentry.s"], CFLAGS);
+    bolt_with_instrumentation(&binary, &[], BOLT_FLAGS)
+}
+
+/// (Same source and cache entries as `bat.rs`.) A generated program with thousands of small functions (some with jump tables), all of them
+/// rewritten (`-lite=0`) so BAT covers every one.
+fn many_bolted() -> PathBuf {
+    let src = pcmap_testkit::many_functions_source(2500);
+    let mut flags = BOLT_FLAGS.to_vec();
+    flags.push("-lite=0");
+    let binary = build("bat-many", &[src.to_str().unwrap()], CFLAGS);
+    bolt_with_instrumentation(&binary, &["20000"], &flags)
+}
+
+fn pcmap(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    tk::run(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("perf2bolt")
+            .arg(bin)
+            .arg("--pa")
+            .arg("-p")
+            .arg(profile)
+            .arg("-o")
+            .arg(out)
+            .args(extra),
+    )
+}
+
+/// Run both tools on `profile`; returns (perf2bolt fdata, pcmap fdata).
+fn run_both(bin: &Path, dir: &Path, profile: &str, extra: &[&str]) -> (String, String) {
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, profile).unwrap();
+    let (expected, p2b_stdout) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), extra);
+    let ours_path = dir.join("pcmap.fdata");
+    let out = pcmap(bin, &prof, &ours_path, extra);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = std::fs::read_to_string(&ours_path).unwrap();
+    let ours_stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        support::stat_lines(&ours_stdout),
+        support::stat_lines(&p2b_stdout),
+        "statistics differ, profile {}",
+        prof.display()
+    );
+    assert!(!support::stat_lines(&ours_stdout).is_empty());
+    assert!(
+        expected.starts_with("boltedcollection\n"),
+        "perf2bolt did not use BAT"
+    );
+    (expected, ours)
+}
+
+/// Every function of the BOLTed binary as llvm-objdump disassembles it: the BAT fragments (hot
+/// and cold) in `.text`/`.text.cold`, the original code BOLT kept in `.bolt.org.text` (functions
+/// there come from stale FDEs, untyped labels and section starts, with `int3` padding), `.init`,
+/// `.fini` and the PLT.
+fn functions(bin: &Path) -> Vec<support::Func> {
+    support::disassemble(bin)
+}
+
+#[test]
+fn bat_branch_profiles_match_perf2bolt() {
+    let mut records = 0;
+    for (bin, seed, n) in [
+        (loops_bolted(), 21, 3000),
+        (loops_bolted(), 22, 3000),
+        (loops_bolted(), 23, 3000),
+        (secentry_bolted(), 24, 3000),
+        (secentry_bolted(), 25, 3000),
+        (many_bolted(), 26, 30000),
+    ] {
+        let funcs = functions(&bin);
+        let dir = tk::scratch_dir(&format!("cli-perf2bolt-bat-{seed}"));
+        let profile = support::generate(&funcs, n, seed, false);
+        let (expected, ours) = run_both(&bin, &dir, &profile, &[]);
+        assert!(
+            ours == expected,
+            "seed {seed}: fdata differs, see {}",
+            dir.display()
+        );
+        records += expected.lines().count() - 1;
+    }
+    eprintln!("{records} fdata records identical");
+}
+
+/// Basic samples (`--ba`) on the BOLTed binary: translated through BAT to input offsets, with the
+/// `boltedcollection` and `no_lbr` headers. Records are in hash order in perf2bolt's output:
+/// compared as multisets of lines.
+#[test]
+fn bat_basic_samples_match_perf2bolt() {
+    let bin = loops_bolted();
+    let funcs = functions(&bin);
+    let dir = tk::scratch_dir("cli-perf2bolt-bat-basic");
+    let profile = support::generate(&funcs, 3000, 31, true);
+    let (expected, ours) = run_both(&bin, &dir, &profile, &["--ba"]);
+    let mut e: Vec<&str> = expected.lines().collect();
+    let mut o: Vec<&str> = ours.lines().collect();
+    assert_eq!(o[..2], e[..2], "headers");
+    e.sort_unstable();
+    o.sort_unstable();
+    assert_eq!(o, e, "see {}", dir.display());
+    assert!(e.len() > 20, "too few sample records");
+}
+
+/// YAML profiles of BOLT-optimized binaries are not supported yet: a clear error, exit status 1,
+/// no output file.
+#[test]
+fn bat_yaml_is_refused() {
+    let bin = loops_bolted();
+    let dir = tk::scratch_dir("cli-perf2bolt-bat-yaml");
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, "B 7f0000001000 600000 1 0\n").unwrap();
+    for extra in [
+        &["--profile-format", "yaml"][..],
+        &["-w", dir.join("x.yaml").to_str().unwrap()][..],
+    ] {
+        let out_path = dir.join("out");
+        let out = pcmap(&bin, &prof, &out_path, extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("BAT YAML") && stderr.contains("not supported"),
+            "{stderr}"
+        );
+        assert!(!out_path.exists() && !dir.join("x.yaml").exists());
+    }
+}
+
+/// perf.data with basic samples (cpu-clock, recorded here) of the BOLTed binary: both tools read
+/// it directly and translate the samples through BAT.
+#[test]
+fn bat_perf_data_basic_samples_match_perf2bolt() {
+    let bolted = loops_bolted();
+    let dir = tk::scratch_dir("cli-perf2bolt-bat-perfdata");
+    // perf2bolt matches the binary by file name and build-id: run and aggregate the same file.
+    let bin = dir.join("loops.bolt");
+    std::fs::copy(&bolted, &bin).unwrap();
+    let data = dir.join("loops.perf.data");
+    run_ok(
+        Command::new(tool("perf"))
+            .args(["record", "-q", "-e", "cpu-clock", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&bin)
+            .arg("30000000"),
+    );
+    let p2b = run_ok(
+        Command::new(tool("perf2bolt"))
+            .arg(&bin)
+            .arg("-p")
+            .arg(&data)
+            .arg("--ba")
+            .arg("-o")
+            .arg(dir.join("p2b.fdata")),
+    );
+    let out = tk::run(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("perf2bolt")
+            .arg(&bin)
+            .arg("-p")
+            .arg(&data)
+            .arg("--ba")
+            .arg("-o")
+            .arg(dir.join("pcmap.fdata")),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = std::fs::read_to_string(dir.join("p2b.fdata")).unwrap();
+    let ours = std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap();
+    assert!(
+        expected.starts_with("boltedcollection\nno_lbr"),
+        "perf2bolt did not use BAT"
+    );
+    assert!(
+        expected.lines().count() > 4,
+        "too few samples recorded:\n{expected}"
+    );
+    let mut e: Vec<&str> = expected.lines().collect();
+    let mut o: Vec<&str> = ours.lines().collect();
+    e.sort_unstable();
+    o.sort_unstable();
+    assert_eq!(o, e);
+    let stat = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| {
+                l.starts_with("PERF2BOLT: read ")
+                    || l.starts_with("PERF2BOLT: out of range samples")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(stat(&String::from_utf8_lossy(&out.stdout)), stat(&p2b));
+}
