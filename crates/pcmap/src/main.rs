@@ -34,7 +34,9 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cmd::perf2bolt::normalize_llvm_options(
+        std::env::args_os().collect(),
+    ));
     let result = match cli.command {
         Command::Info(args) => cmd::info::run(args),
         Command::Bat(args) => cmd::bat::run(args),

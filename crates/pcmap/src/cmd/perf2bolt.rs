@@ -235,3 +235,98 @@ pub fn run(args: Args) -> Result<()> {
     ));
     Ok(())
 }
+
+/// perf2bolt's long options, which LLVM's option parser also accepts with a single dash.
+const LLVM_LONG_OPTIONS: &[&str] = &[
+    "pa",
+    "ba",
+    "nl",
+    "basic-events",
+    "perfdata",
+    "profile-format",
+    "ignore-build-id",
+    "pid",
+];
+
+/// Let `pcmap perf2bolt` replace `perf2bolt` in scripts: LLVM's command line takes long options
+/// with one dash (`-pa`, `-nl`, `-profile-format=yaml`), which clap would read as clusters of
+/// short options (`-pa` as `-p a`). Rewrite those to their `--` form; everything else, including
+/// the real short options `-p`, `-o`, `-w`, is left alone, and nothing after `--` is touched.
+pub fn normalize_llvm_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.get(1).and_then(|a| a.to_str()) != Some("perf2bolt") {
+        return args;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut rest = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        let rewritten = match arg.to_str() {
+            Some("--") => {
+                rest = true;
+                None
+            }
+            Some(s) if i > 1 && !rest && s.starts_with('-') && !s.starts_with("--") => {
+                let name = s[1..].split('=').next().unwrap_or("");
+                LLVM_LONG_OPTIONS
+                    .contains(&name)
+                    .then(|| format!("-{s}").into())
+            }
+            _ => None,
+        };
+        out.push(rewritten.unwrap_or(arg));
+    }
+    out
+}
+
+#[cfg(test)]
+mod llvm_option_tests {
+    use super::normalize_llvm_options;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize_llvm_options(args.iter().map(Into::into).collect())
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn single_dash_long_options_become_double_dash() {
+        assert_eq!(
+            norm(&[
+                "pcmap",
+                "perf2bolt",
+                "bin",
+                "-pa",
+                "-p",
+                "f",
+                "-o",
+                "x",
+                "-nl",
+                "-profile-format=yaml",
+                "-pid=7"
+            ]),
+            [
+                "pcmap",
+                "perf2bolt",
+                "bin",
+                "--pa",
+                "-p",
+                "f",
+                "-o",
+                "x",
+                "--nl",
+                "--profile-format=yaml",
+                "--pid=7"
+            ]
+        );
+        // Other subcommands and values after `--` are untouched.
+        assert_eq!(norm(&["pcmap", "info", "-pa"]), ["pcmap", "info", "-pa"]);
+        assert_eq!(
+            norm(&["pcmap", "perf2bolt", "--", "-pa"]),
+            ["pcmap", "perf2bolt", "--", "-pa"]
+        );
+        assert_eq!(
+            norm(&["pcmap", "perf2bolt", "-pf"]),
+            ["pcmap", "perf2bolt", "-pf"]
+        );
+    }
+}
