@@ -695,7 +695,7 @@ where
         2 => FileKind::Executable,
         3 => {
             let has_interp = segments.iter().any(|s| s.p_type == elf::PT_INTERP.0);
-            if has_interp || dynamic_has_pie_flag(&sections, data, header.is_type_64(), endian) {
+            if has_interp || dynamic_has_pie_flag(&sections, header.is_type_64(), endian) {
                 FileKind::PieExecutable
             } else {
                 FileKind::SharedObject
@@ -728,12 +728,7 @@ where
 }
 
 /// `DT_FLAGS_1 & DF_1_PIE` in `.dynamic` (static-pie executables have no `PT_INTERP`).
-fn dynamic_has_pie_flag(
-    sections: &[Section<'_>],
-    _data: &[u8],
-    is_64: bool,
-    endian: Endianness,
-) -> bool {
+fn dynamic_has_pie_flag(sections: &[Section<'_>], is_64: bool, endian: Endianness) -> bool {
     const SHT_DYNAMIC: u32 = 6;
     const DT_FLAGS_1: u64 = 0x6fff_fffb;
     const DF_1_PIE: u64 = 0x0800_0000;

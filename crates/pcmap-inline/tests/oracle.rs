@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use pcmap_inline::{DebugData, Location, extract_sites};
-use pcmap_testkit::{build_with, run, run_ok, tool};
+use pcmap_testkit::{ProbeEvent, build_with, perf_probe, perf_x86_64_register, run_ok, tool};
 
 fn fixtures() -> Vec<(&'static str, PathBuf)> {
     let src = &["inline/inline.c"];
@@ -58,11 +58,7 @@ fn site_count_equals_llvm_dwarfdump_statistics() {
 
 /// perf's name for a DWARF register.
 fn perf_reg(reg: u16) -> Option<&'static str> {
-    const N: [&str; 16] = [
-        "ax", "dx", "cx", "bx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13",
-        "r14", "r15",
-    ];
-    N.get(reg as usize).copied()
+    perf_x86_64_register(u64::from(reg))
 }
 
 /// Our location in `perf probe` fetch-arg syntax, when perf can express it.
@@ -81,43 +77,6 @@ fn perf_form(loc: &Location) -> Option<String> {
         }
         _ => return None,
     })
-}
-
-struct PerfEvent {
-    offset: u64,
-    args: BTreeMap<String, String>,
-}
-
-fn perf_probe(bin: &Path, spec: &str) -> Option<Vec<PerfEvent>> {
-    let out = run(Command::new(tool("perf"))
-        .args(["probe", "-x"])
-        .arg(bin)
-        .args(["-n", "-v", spec]));
-    if !out.status.success() {
-        return None;
-    }
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let mut events = Vec::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("Writing event: ") else {
-            continue;
-        };
-        let mut words = rest.split_whitespace();
-        let _name = words.next()?;
-        let place = words.next()?;
-        let off = place.rsplit_once(':')?.1;
-        let offset = u64::from_str_radix(off.trim_start_matches("0x"), 16).ok()?;
-        let args = words
-            .filter_map(|w| {
-                let (k, v) = w.split_once('=')?;
-                let v = v.rsplit_once(':').map_or(v, |(a, _)| a);
-                Some((k.to_string(), v.to_string()))
-            })
-            .collect();
-        events.push(PerfEvent { offset, args });
-    }
-    Some(events)
 }
 
 /// Compare the sites of every inlined function with at most `max_sites` sites against perf probe.
@@ -156,7 +115,7 @@ fn compare_with_perf(
             let params: Vec<&str> = f.params.iter().filter_map(|p| p.name.as_deref()).collect();
             // perf aborts the whole probe when one argument is unsupported somewhere: fall back
             // to one argument at a time, then to no argument (addresses only).
-            let mut runs: Vec<(Vec<&str>, Vec<PerfEvent>)> = Vec::new();
+            let mut runs: Vec<(Vec<&str>, Vec<ProbeEvent>)> = Vec::new();
             if let Some(ev) = perf_probe(bin, &format!("{func} {}", params.join(" "))) {
                 runs.push((params.clone(), ev));
             } else {

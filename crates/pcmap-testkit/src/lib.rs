@@ -351,3 +351,59 @@ pub fn many_functions_source(n: usize) -> PathBuf {
     c += "  printf(\"%ld\\n\", s);\n  return 0;\n}\n";
     generated_source(&format!("many-{n}.c"), &c)
 }
+
+/// One probe point `perf probe -x BIN -n -v SPEC` would create: its offset in the file and each
+/// fetch argument in perf's syntax (`x=%di`, `n=-8(%bp)`; the `:type` suffix removed).
+#[derive(Debug, Clone)]
+pub struct ProbeEvent {
+    /// File offset of the probe point.
+    pub offset: u64,
+    /// Argument name -> location as perf prints it.
+    pub args: std::collections::BTreeMap<String, String>,
+}
+
+/// Ask `perf probe` (dry run, `-n -v`) where it would put probes for `spec` in `bin`; `None` if
+/// perf refuses the spec.
+pub fn perf_probe(bin: &Path, spec: &str) -> Option<Vec<ProbeEvent>> {
+    let out = run(Command::new(tool("perf"))
+        .args(["probe", "-x"])
+        .arg(bin)
+        .args(["-n", "-v", spec]));
+    if !out.status.success() {
+        return None;
+    }
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let mut events = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("Writing event: ") else {
+            continue;
+        };
+        // "<group:event> <binary>:<offset> <arg>=<loc>[:<type>] ..."
+        let mut words = rest.split_whitespace().skip(1);
+        let off = words.next()?.rsplit_once(':')?.1;
+        let offset = u64::from_str_radix(off.trim_start_matches("0x"), 16).ok()?;
+        let args = words
+            .filter_map(|w| {
+                let (k, v) = w.split_once('=')?;
+                Some((
+                    k.to_string(),
+                    v.rsplit_once(':').map_or(v, |(a, _)| a).to_string(),
+                ))
+            })
+            .collect();
+        events.push(ProbeEvent { offset, args });
+    }
+    Some(events)
+}
+
+/// perf's name for x86-64 DWARF register `reg` (0-15), as in its fetch-arg syntax.
+pub fn perf_x86_64_register(reg: u64) -> Option<&'static str> {
+    const NAMES: [&str; 16] = [
+        "ax", "dx", "cx", "bx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13",
+        "r14", "r15",
+    ];
+    usize::try_from(reg)
+        .ok()
+        .and_then(|r| NAMES.get(r).copied())
+}

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pcmap_testkit::{build_with, run, run_ok, scratch_dir, tool};
+use pcmap_testkit::{
+    ProbeEvent, build_with, perf_probe, perf_x86_64_register, run, run_ok, scratch_dir, tool,
+};
 use serde_json::Value;
 
 fn fixtures() -> Vec<(&'static str, PathBuf)> {
@@ -62,11 +64,7 @@ fn stats_site_count_equals_llvm_dwarfdump() {
 }
 
 fn perf_reg(reg: u64) -> Option<&'static str> {
-    const N: [&str; 16] = [
-        "ax", "dx", "cx", "bx", "si", "di", "bp", "sp", "r8", "r9", "r10", "r11", "r12", "r13",
-        "r14", "r15",
-    ];
-    N.get(reg as usize).copied()
+    perf_x86_64_register(reg)
 }
 
 /// A location from `pcmap inline sites --json` in perf's fetch-arg syntax, when perf can express it.
@@ -88,43 +86,6 @@ fn perf_form(loc: &Value) -> Option<String> {
         }
         _ => return None,
     })
-}
-
-struct PerfEvent {
-    offset: u64,
-    args: BTreeMap<String, String>,
-}
-
-fn perf_probe(bin: &Path, spec: &str) -> Option<Vec<PerfEvent>> {
-    let out = run(Command::new(tool("perf"))
-        .args(["probe", "-x"])
-        .arg(bin)
-        .args(["-n", "-v", spec]));
-    if !out.status.success() {
-        return None;
-    }
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let mut events = Vec::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("Writing event: ") else {
-            continue;
-        };
-        let mut words = rest.split_whitespace().skip(1);
-        let off = words.next()?.rsplit_once(':')?.1;
-        let offset = u64::from_str_radix(off.trim_start_matches("0x"), 16).ok()?;
-        let args = words
-            .filter_map(|w| {
-                let (k, v) = w.split_once('=')?;
-                Some((
-                    k.to_string(),
-                    v.rsplit_once(':').map_or(v, |(a, _)| a).to_string(),
-                ))
-            })
-            .collect();
-        events.push(PerfEvent { offset, args });
-    }
-    Some(events)
 }
 
 /// Function symbols (start, size, name) from llvm-nm.
@@ -208,7 +169,7 @@ fn sites_and_parameter_registers_equal_perf_probe() {
                 .iter()
                 .filter_map(|p| p["name"].as_str())
                 .collect();
-            let mut runs: Vec<Vec<PerfEvent>> = Vec::new();
+            let mut runs: Vec<Vec<ProbeEvent>> = Vec::new();
             if let Some(ev) = perf_probe(&bin, &format!("{func} {}", params.join(" "))) {
                 runs.push(ev);
             } else {
