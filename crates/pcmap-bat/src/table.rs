@@ -427,6 +427,38 @@ impl BatTable {
         })
     }
 
+    /// Every input block of the function whose hot fragment starts at `function_address`, as
+    /// `(input offset, block)` in input-offset order (perf2bolt's `getBBHashMap`: when several
+    /// entries name the same input offset, the first in the section wins). Empty when it is not
+    /// a BAT function.
+    pub fn blocks(&self, function_address: u64) -> Vec<(u32, Block)> {
+        let Ok(function) = self
+            .functions
+            .binary_search_by_key(&function_address, |f| f.address)
+        else {
+            return Vec::new();
+        };
+        let function = function as u32;
+        let index = self
+            .blocks_by_input
+            .get_or_init(|| self.index_blocks_by_input());
+        let start = index.0.partition_point(|b| b.0 < function);
+        let end = index.0.partition_point(|b| b.0 <= function);
+        index.0[start..end]
+            .iter()
+            .filter_map(|&(_, input_offset, e)| {
+                let p = self.payload.get(e as usize)?;
+                Some((
+                    input_offset,
+                    Block {
+                        index: p.block_index,
+                        hash: p.block_hash,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     fn index_blocks_by_input(&self) -> BlocksByInput {
         // Walk fragments in section order (hot table, then cold table) so that among blocks with
         // equal input offsets the first in the section is kept.

@@ -153,6 +153,17 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self.bat.is_some()
     }
 
+    /// The BAT table of a BOLT-optimized binary (BAT mode only).
+    pub fn bat(&self) -> Option<&'a BatTable> {
+        self.bat
+    }
+
+    /// Rank of function `index` in the order perf2bolt writes profiles by name (its `std::map`
+    /// of function names).
+    pub fn name_rank(&self, index: usize) -> u32 {
+        self.name_rank[index]
+    }
+
     /// The image.
     pub fn image(&self) -> &'a Image<'data> {
         self.image

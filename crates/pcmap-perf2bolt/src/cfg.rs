@@ -142,6 +142,40 @@ pub fn decode_one(image: &Image<'_>, addr: u64) -> Option<Flow> {
     (!ins.is_invalid()).then(|| classify(&ins))
 }
 
+/// Addresses outside `func` that it references: targets of direct branches and calls, and
+/// RIP-relative memory operands. Empty when the function does not decode completely.
+pub fn outgoing_references(image: &Image<'_>, func: &Function) -> Vec<u64> {
+    let Some(bytes) = image.code_bytes(func.address, func.size) else {
+        return Vec::new();
+    };
+    let (start, end) = (func.address, func.address.saturating_add(func.size));
+    let outside = |a: u64| a < start || a >= end;
+    let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+    let mut ins = Instruction::default();
+    let mut out = Vec::new();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut ins);
+        if ins.is_invalid() {
+            return Vec::new();
+        }
+        if matches!(
+            ins.op0_kind(),
+            OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
+        ) {
+            let t = ins.near_branch_target();
+            if outside(t) {
+                out.push(t);
+            }
+        } else if ins.is_ip_rel_memory_operand() {
+            let t = ins.ip_rel_memory_address();
+            if outside(t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
 /// Build the CFG of `func`.
 pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
     let Some(bytes) = image.code_bytes(func.address, func.size) else {

@@ -18,6 +18,9 @@ use object::{Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, SectionKind
 
 use crate::Error;
 
+/// BOLT's name prefix for a function known only from an FDE (followed by its hex address).
+const FDE_FUNCTION_PREFIX: &str = "__BOLT_FDE_FUNCat";
+
 /// What kind of function BOLT makes of a code range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FunctionKind {
@@ -60,6 +63,12 @@ impl Function {
         } else {
             self.name()
         }
+    }
+
+    /// Whether BOLT discovered the function from an FDE alone (no symbol): such functions are
+    /// created after the symbol and PLT functions, and numbered after them.
+    pub fn is_fde_only(&self) -> bool {
+        self.names[0].starts_with(FDE_FUNCTION_PREFIX)
     }
 
     /// The `name/file/N` alias of a local function (preferred in BAT mode), if any.
@@ -257,7 +266,7 @@ impl<'data> Image<'data> {
                 continue;
             }
             functions.push(Function {
-                names: vec![format!("__BOLT_FDE_FUNCat{address:x}")],
+                names: vec![format!("{FDE_FUNCTION_PREFIX}{address:x}")],
                 address,
                 size,
                 max_size: 0,
@@ -303,7 +312,7 @@ impl<'data> Image<'data> {
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
             .collect();
-        Ok(Self {
+        let mut image = Self {
             starts,
             ends,
             data,
@@ -314,7 +323,40 @@ impl<'data> Image<'data> {
             build_id_raw,
             has_bat,
             fixed_address,
-        })
+        };
+        image.add_interprocedural_entry_points();
+        Ok(image)
+    }
+
+    /// BOLT's `processInterproceduralReferences`: a direct branch or call, or a RIP-relative
+    /// reference, from one function into the middle of another (within its size) makes that
+    /// address a secondary entry point of the target. perf2bolt disassembles every function,
+    /// and in BAT mode counts the references of the functions it ignores too, so references of
+    /// every function that decodes are taken. (In a BOLT-optimized binary, the stale copy of
+    /// `_start` in `.bolt.org.text` still points at the original `main`, which becomes an entry
+    /// point of whatever function now covers that code.)
+    fn add_interprocedural_entry_points(&mut self) {
+        use rayon::prelude::*;
+        let refs: Vec<u64> = (0..self.functions.len())
+            .into_par_iter()
+            .filter(|&i| self.functions[i].kind == FunctionKind::Regular)
+            .flat_map_iter(|i| crate::cfg::outgoing_references(self, &self.functions[i]))
+            .collect();
+        let mut entries: Vec<(usize, u64)> = refs
+            .into_iter()
+            .filter_map(|addr| {
+                let i = self.starts.partition_point(|&s| s <= addr).checked_sub(1)?;
+                let f = &self.functions[i];
+                let offset = addr - f.address;
+                (f.kind == FunctionKind::Regular && offset != 0 && offset < f.size)
+                    .then_some((i, offset))
+            })
+            .collect();
+        entries.sort_unstable();
+        entries.dedup();
+        for (i, offset) in entries {
+            self.functions[i].secondary_entries.push(offset);
+        }
     }
 
     /// The whole file.

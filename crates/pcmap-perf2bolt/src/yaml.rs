@@ -1,5 +1,5 @@
-//! BOLT YAML profile (non-BAT, branch mode) from aggregated records, written with
-//! `pcmap-profile`'s YAMLIO-exact writer.
+//! BOLT YAML profile from aggregated records, written with `pcmap-profile`'s YAMLIO-exact
+//! writer. Profiles of BOLT-optimized binaries follow perf2bolt's BAT rules ([`branch_profile`]).
 //!
 //! Per profiled function (any function a record starts or ends in), in address order: `fid`
 //! (BOLT's function number: symbol functions in address order, then PLT entries, then the PLT
@@ -8,6 +8,7 @@
 //! counts included) and call sites. Block hashes are not computed: only their offset field (bits
 //! 0-15) is filled in; llvm-bolt matches blocks by index when the function hash matches.
 
+use pcmap_bat::BatTable;
 use pcmap_profile::yaml;
 use rustc_hash::FxHashMap;
 
@@ -16,222 +17,440 @@ use crate::cfg::Flow;
 use crate::hash;
 use crate::image::FunctionKind;
 
-/// BOLT's function numbers (`fid`), indexed like [`crate::image::Image::functions`].
+/// BOLT's function numbers (`fid`), indexed like [`crate::image::Image::functions`]: functions
+/// with symbols in address order, then PLT entries, then the PLT header, then functions known
+/// only from FDEs (the order in which BOLT creates them).
 pub fn function_ids(agg: &Aggregator<'_, '_>) -> Vec<u32> {
     let funcs = agg.image().functions();
+    let group = |f: &crate::image::Function| -> u8 {
+        if f.kind == FunctionKind::Plt {
+            if f.name().starts_with("__BOLT_PSEUDO_") {
+                2
+            } else {
+                1
+            }
+        } else if f.is_fde_only() {
+            3
+        } else {
+            0
+        }
+    };
+    let mut order: Vec<usize> = (0..funcs.len()).collect();
+    // Stable: address order within each group.
+    order.sort_by_key(|&i| group(&funcs[i]));
     let mut ids = vec![0u32; funcs.len()];
-    let mut next = 1u32;
-    for (i, f) in funcs.iter().enumerate() {
-        if f.kind == FunctionKind::Regular {
-            ids[i] = next;
-            next += 1;
-        }
-    }
-    for (i, f) in funcs.iter().enumerate() {
-        if f.kind == FunctionKind::Plt && !f.name().starts_with("__BOLT_PSEUDO_") {
-            ids[i] = next;
-            next += 1;
-        }
-    }
-    for (i, f) in funcs.iter().enumerate() {
-        if f.name().starts_with("__BOLT_PSEUDO_") {
-            ids[i] = next;
-            next += 1;
-        }
+    for (n, i) in order.into_iter().enumerate() {
+        ids[i] = n as u32 + 1;
     }
     ids
 }
 
+/// What the YAML writers need from a branch aggregation, indexed once: the records of each
+/// source function and the entry counts of each target (perf2bolt's `Data` and `EntryData`).
+struct Index<'p> {
+    profile: &'p BranchProfile,
+    ids: Vec<u32>,
+    /// Record indices per source function (entries from unknown code excluded), in fdata order.
+    by_func: FxHashMap<u32, Vec<usize>>,
+    /// Entry counts per (function, offset): branches from another function, from unknown
+    /// code, or to offset 0 (perf2bolt treats a recursive call as an inter-function branch).
+    entries: FxHashMap<(u32, u64), u64>,
+    /// Whether a function has any record (perf2bolt's `hasProfile`).
+    profiled: Vec<bool>,
+}
+
+impl<'p> Index<'p> {
+    fn new(agg: &Aggregator<'_, '_>, profile: &'p BranchProfile) -> Self {
+        let funcs = agg.image().functions();
+        let mut by_func: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
+        let mut entries: FxHashMap<(u32, u64), u64> = FxHashMap::default();
+        let mut profiled = vec![false; funcs.len()];
+        for (i, (k, c)) in profile.records.iter().enumerate() {
+            profiled[k.func as usize] = true;
+            if let Loc::Func(t, off) = k.to {
+                profiled[t as usize] = true;
+                let inter = k.external_entry || t != k.func || off == 0;
+                if inter {
+                    let e = entries.entry((t, off)).or_default();
+                    *e = e.wrapping_add(c.count);
+                }
+            }
+            if !k.external_entry {
+                by_func.entry(k.func).or_default().push(i);
+            }
+        }
+        Self {
+            profile,
+            ids: function_ids(agg),
+            by_func,
+            entries,
+            profiled,
+        }
+    }
+
+    fn records_of(&self, func: usize) -> &[usize] {
+        self.by_func.get(&(func as u32)).map_or(&[], Vec::as_slice)
+    }
+}
+
+fn header(
+    agg: &Aggregator<'_, '_>,
+    binary_name: &str,
+    events: &[String],
+    flags: u16,
+) -> yaml::Header {
+    yaml::Header {
+        version: 1,
+        binary_name: binary_name.to_string(),
+        build_id: agg.image().build_id().unwrap_or("<unknown>").to_string(),
+        flags,
+        origin: "perf data aggregator".into(),
+        events: crate::stringmap::string_set_order(events).join(","),
+        dfs_order: false,
+        hash_func: yaml::HashFunction::Xxh3,
+    }
+}
+
 /// Build the YAML profile of a branch aggregation.
+///
+/// For an ordinary binary: every profiled function in address order, converted from its CFG.
+/// For a BOLT-optimized binary (BAT mode), as perf2bolt's `writeBATYAML`: first the profiled
+/// functions BOLT did not rewrite (no BAT entry), converted from their CFG, in address order;
+/// then the BAT functions in name order, whose hashes, block count and blocks come from the BAT
+/// table (see [`bat_function`]).
 pub fn branch_profile(
     agg: &Aggregator<'_, '_>,
     profile: &BranchProfile,
     binary_name: &str,
     events: &[String],
 ) -> yaml::Profile {
-    let image = agg.image();
-    let funcs = image.functions();
-    let ids = function_ids(agg);
-    // Records per source function, and entry counts per (function, offset).
-    let mut by_func: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
-    let mut entries: FxHashMap<(u32, u64), u64> = FxHashMap::default();
-    let mut profiled = vec![false; funcs.len()];
-    for (i, (k, c)) in profile.records.iter().enumerate() {
-        profiled[k.func as usize] = true;
-        if let Loc::Func(t, off) = k.to {
-            profiled[t as usize] = true;
-            let inter = k.external_entry || t != k.func || off == 0;
-            if inter {
-                *entries.entry((t, off)).or_default() += c.count;
-            }
-        }
-        if !k.external_entry {
-            by_func.entry(k.func).or_default().push(i);
-        }
-    }
+    let funcs = agg.image().functions();
+    let index = Index::new(agg, profile);
     let mut out = yaml::Profile {
-        header: yaml::Header {
-            version: 1,
-            binary_name: binary_name.to_string(),
-            build_id: image.build_id().unwrap_or("<unknown>").to_string(),
-            flags: yaml::PF_LBR,
-            origin: "perf data aggregator".into(),
-            events: crate::stringmap::string_set_order(events).join(","),
-            dfs_order: false,
-            hash_func: yaml::HashFunction::Xxh3,
-        },
+        header: header(agg, binary_name, events, yaml::PF_LBR),
         ..Default::default()
     };
-    for (fi, f) in funcs.iter().enumerate() {
-        if !profiled[fi] {
-            continue;
+    let is_bat_function = |fi: usize| {
+        agg.bat()
+            .is_some_and(|b| b.is_bat_function(funcs[fi].address))
+    };
+    for fi in 0..funcs.len() {
+        if index.profiled[fi] && !is_bat_function(fi) {
+            out.functions.push(cfg_function(agg, &index, fi));
         }
-        let cfg = agg.cfg(fi);
-        let exec = entries.get(&(fi as u32, 0)).copied().unwrap_or(0);
-        let mut yf = yaml::Function {
-            name: f.name().to_string(),
-            id: ids[fi],
-            hash: if cfg.simple {
-                hash::function_hash(cfg).0
-            } else {
-                0
-            },
-            exec_count: exec,
-            num_basic_blocks: cfg.blocks.len() as u32,
-            ..Default::default()
-        };
-        if cfg.simple {
-            let recs: &[usize] = by_func.get(&(fi as u32)).map_or(&[], Vec::as_slice);
-            let mut blocks: Vec<yaml::Block> = Vec::new();
-            let mut incoming = vec![0u64; cfg.blocks.len()];
-            let mut per_block: Vec<yaml::Block> = cfg
-                .blocks
-                .iter()
-                .enumerate()
-                .map(|(bi, b)| yaml::Block {
-                    index: bi as u32,
-                    num_instructions: b.end_insn - b.first_insn,
-                    hash: u64::from(b.offset) & 0xffff,
-                    exec_count: if b.is_entry {
-                        entries
-                            .get(&(fi as u32, u64::from(b.offset)))
-                            .copied()
-                            .unwrap_or(0)
-                    } else {
-                        0
-                    },
-                    ..Default::default()
-                })
-                .collect();
-            for (bi, b) in cfg.blocks.iter().enumerate() {
-                // Edge counts come from the block's branch instructions (the last one, or the
-                // conditional branch of a `jcc; jmp` pair) and fall-through records.
-                let last = cfg.last_insn(bi).map(|i| u64::from(i.offset));
-                let is_source = |from: u64| {
-                    Some(from) == last
-                        || (from >= u64::from(b.offset)
-                            && from < u64::from(b.end)
-                            && cfg.insn_at(from).is_some_and(|i| i.flow == Flow::CondJump))
-                };
-                for &s in &b.succs {
-                    let so = u64::from(cfg.blocks[s as usize].offset);
-                    let (mut cnt, mut mis) = (0, 0);
-                    for &ri in recs {
-                        let (k, c) = &profile.records[ri];
-                        if so != 0 && k.to == Loc::Func(fi as u32, so) && is_source(k.from) {
-                            cnt += c.count;
-                            mis += c.mispreds;
-                        }
-                    }
-                    incoming[s as usize] += cnt;
-                    per_block[bi].successors.push(yaml::Successor {
-                        index: s,
-                        count: cnt,
-                        mispreds: mis,
-                    });
-                }
-                // Call sites: calls, tail calls and indirect jumps of this block with records
-                // leaving the function. A direct call gets one entry for its callee with the
-                // total count; an indirect one an entry per recorded destination.
-                let mut direct: Option<(u64, usize)> = None;
-                for &ri in recs {
-                    let (k, c) = &profile.records[ri];
-                    if k.from < u64::from(b.offset) || k.from >= u64::from(b.end) {
-                        continue;
-                    }
-                    let inter = match k.to {
-                        Loc::Unknown => true,
-                        Loc::Func(t, off) => t as usize != fi || off == 0,
-                    };
-                    let Some(insn) = cfg.insn_at(k.from) else {
-                        continue;
-                    };
-                    if !inter || !(insn.is_call() || insn.flow == Flow::IndirectJump) {
-                        continue;
-                    }
-                    let offset = (k.from - u64::from(b.offset)) as u32;
-                    let calls = &mut per_block[bi].calls;
-                    if insn.target != 0 {
-                        match direct {
-                            Some((from, idx)) if from == k.from => {
-                                calls[idx].count += c.count;
-                                if insn.flow == Flow::CondJump {
-                                    calls[idx].mispreds += c.mispreds;
-                                }
-                            }
-                            _ => {
-                                let dest_id =
-                                    image.function_containing(insn.target).map_or(0, |t| ids[t]);
-                                direct = Some((k.from, calls.len()));
-                                // Conditional tail calls keep their mispredictions.
-                                let mispreds = if insn.flow == Flow::CondJump {
-                                    c.mispreds
-                                } else {
-                                    0
-                                };
-                                calls.push(yaml::CallSite {
-                                    offset,
-                                    dest_id,
-                                    count: c.count,
-                                    mispreds,
-                                    ..Default::default()
-                                });
-                            }
-                        }
-                        continue;
-                    }
-                    let dest_id = match k.to {
-                        Loc::Func(t, _) => ids[t as usize],
-                        Loc::Unknown => 0,
-                    };
-                    calls.push(yaml::CallSite {
-                        offset,
-                        dest_id,
-                        count: c.count,
-                        mispreds: c.mispreds,
-                        ..Default::default()
-                    });
-                }
-            }
-            for (bi, mut yb) in per_block.into_iter().enumerate() {
-                let out_edges = yb.successors.iter().any(|s| s.count > 0);
-                let calls = yb.calls.iter().any(|c| c.count > 0);
-                if cfg.blocks[bi].is_entry || out_edges || calls || incoming[bi] > 0 {
-                    if !cfg.blocks[bi].is_entry {
-                        yb.exec_count = 0;
-                    }
-                    blocks.push(yb);
-                }
-            }
-            yf.blocks = blocks;
+    }
+    if let Some(bat) = agg.bat() {
+        let mut bat_funcs: Vec<usize> = (0..funcs.len())
+            .filter(|&fi| index.profiled[fi] && is_bat_function(fi))
+            .collect();
+        bat_funcs.sort_by_key(|&fi| agg.name_rank(fi));
+        for fi in bat_funcs {
+            out.functions.push(bat_function(agg, bat, &index, fi));
         }
-        out.functions.push(yf);
     }
     out
 }
 
+/// The function perf2bolt names as a call's destination: in BAT mode a cold fragment stands for
+/// its hot parent.
+fn callee(agg: &Aggregator<'_, '_>, fi: usize) -> usize {
+    let image = agg.image();
+    agg.bat()
+        .and_then(|b| b.parent_of(image.functions()[fi].address))
+        .and_then(|hot| image.function_at(hot))
+        .unwrap_or(fi)
+}
+
+/// The entry discriminator of a call to `offset` in function `fi` (perf2bolt's
+/// `setCSIDestination`): 0 for the main entry, N for the N-th secondary entry point. For a BAT
+/// function the secondary entry points are BAT's (input offsets); otherwise the entry blocks of
+/// the function's CFG containing `offset`.
+fn entry_discriminator(agg: &Aggregator<'_, '_>, fi: usize, offset: u64) -> u32 {
+    let f = &agg.image().functions()[fi];
+    if let Some(bat) = agg.bat().filter(|b| b.is_bat_function(f.address)) {
+        if offset == 0 {
+            return 0;
+        }
+        return bat
+            .function(f.address)
+            .and_then(|bf| {
+                bf.secondary_entry_points
+                    .iter()
+                    .position(|&o| u64::from(o) == offset)
+            })
+            .map_or(0, |p| p as u32 + 1);
+    }
+    let cfg = agg.cfg(fi);
+    let Some(b) = cfg.block_containing(offset) else {
+        return 0;
+    };
+    if b == 0 || !cfg.blocks[b].is_entry {
+        return 0;
+    }
+    cfg.blocks[1..=b].iter().filter(|x| x.is_entry).count() as u32
+}
+
+/// One function converted from its CFG (perf2bolt's `YAMLProfileWriter::convert`).
+fn cfg_function(agg: &Aggregator<'_, '_>, index: &Index<'_>, fi: usize) -> yaml::Function {
+    let image = agg.image();
+    let f = &image.functions()[fi];
+    let profile = index.profile;
+    let ids = &index.ids;
+    let entries = &index.entries;
+    let cfg = agg.cfg(fi);
+    let exec = entries.get(&(fi as u32, 0)).copied().unwrap_or(0);
+    let mut yf = yaml::Function {
+        name: f.profile_name(agg.is_bat()).to_string(),
+        id: ids[fi],
+        hash: if cfg.simple {
+            hash::function_hash(cfg).0
+        } else {
+            0
+        },
+        exec_count: exec,
+        num_basic_blocks: cfg.blocks.len() as u32,
+        ..Default::default()
+    };
+    if !cfg.simple {
+        return yf;
+    }
+    let recs = index.records_of(fi);
+    let mut blocks: Vec<yaml::Block> = Vec::new();
+    let mut incoming = vec![0u64; cfg.blocks.len()];
+    let mut per_block: Vec<yaml::Block> = cfg
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(bi, b)| yaml::Block {
+            index: bi as u32,
+            num_instructions: b.end_insn - b.first_insn,
+            hash: u64::from(b.offset) & 0xffff,
+            exec_count: if b.is_entry {
+                entries
+                    .get(&(fi as u32, u64::from(b.offset)))
+                    .copied()
+                    .unwrap_or(0)
+            } else {
+                0
+            },
+            ..Default::default()
+        })
+        .collect();
+    for (bi, b) in cfg.blocks.iter().enumerate() {
+        // Edge counts come from the block's branch instructions (the last one, or the
+        // conditional branch of a `jcc; jmp` pair) and fall-through records.
+        let last = cfg.last_insn(bi).map(|i| u64::from(i.offset));
+        let is_source = |from: u64| {
+            Some(from) == last
+                || (from >= u64::from(b.offset)
+                    && from < u64::from(b.end)
+                    && cfg.insn_at(from).is_some_and(|i| i.flow == Flow::CondJump))
+        };
+        for &s in &b.succs {
+            let so = u64::from(cfg.blocks[s as usize].offset);
+            let (mut cnt, mut mis) = (0u64, 0u64);
+            for &ri in recs {
+                let (k, c) = &profile.records[ri];
+                if so != 0 && k.to == Loc::Func(fi as u32, so) && is_source(k.from) {
+                    cnt = cnt.wrapping_add(c.count);
+                    mis = mis.wrapping_add(c.mispreds);
+                }
+            }
+            incoming[s as usize] = incoming[s as usize].wrapping_add(cnt);
+            per_block[bi].successors.push(yaml::Successor {
+                index: s,
+                count: cnt,
+                mispreds: mis,
+            });
+        }
+        // Call sites: calls, tail calls and indirect jumps of this block with records
+        // leaving the function. A direct call gets one entry for its callee with the
+        // total count; an indirect one an entry per recorded destination.
+        let mut direct: Option<(u64, usize)> = None;
+        for &ri in recs {
+            let (k, c) = &profile.records[ri];
+            if k.from < u64::from(b.offset) || k.from >= u64::from(b.end) {
+                continue;
+            }
+            let inter = match k.to {
+                Loc::Unknown => true,
+                Loc::Func(t, off) => t as usize != fi || off == 0,
+            };
+            let Some(insn) = cfg.insn_at(k.from) else {
+                continue;
+            };
+            if !inter || !(insn.is_call() || insn.flow == Flow::IndirectJump) {
+                continue;
+            }
+            let offset = (k.from - u64::from(b.offset)) as u32;
+            let calls = &mut per_block[bi].calls;
+            if insn.target != 0 {
+                match direct {
+                    Some((from, idx)) if from == k.from => {
+                        calls[idx].count = calls[idx].count.wrapping_add(c.count);
+                        if insn.flow == Flow::CondJump {
+                            calls[idx].mispreds = calls[idx].mispreds.wrapping_add(c.mispreds);
+                        }
+                    }
+                    _ => {
+                        let dest_id = image
+                            .function_containing(insn.target)
+                            .map_or(0, |t| ids[callee(agg, t)]);
+                        direct = Some((k.from, calls.len()));
+                        // Conditional tail calls keep their mispredictions.
+                        let mispreds = if insn.flow == Flow::CondJump {
+                            c.mispreds
+                        } else {
+                            0
+                        };
+                        calls.push(yaml::CallSite {
+                            offset,
+                            dest_id,
+                            count: c.count,
+                            mispreds,
+                            ..Default::default()
+                        });
+                    }
+                }
+                continue;
+            }
+            let dest_id = match k.to {
+                Loc::Func(t, _) => ids[callee(agg, t as usize)],
+                Loc::Unknown => 0,
+            };
+            calls.push(yaml::CallSite {
+                offset,
+                dest_id,
+                count: c.count,
+                mispreds: c.mispreds,
+                ..Default::default()
+            });
+        }
+    }
+    for (bi, mut yb) in per_block.into_iter().enumerate() {
+        let out_edges = yb.successors.iter().any(|s| s.count > 0);
+        let calls = yb.calls.iter().any(|c| c.count > 0);
+        if cfg.blocks[bi].is_entry || out_edges || calls || incoming[bi] > 0 {
+            if !cfg.blocks[bi].is_entry {
+                yb.exec_count = 0;
+            }
+            blocks.push(yb);
+        }
+    }
+    yf.blocks = blocks;
+    yf
+}
+
+/// One function BOLT rewrote, from the BAT table and its records (perf2bolt's `writeBATYAML`):
+///
+/// * `hash` and `nblocks` are BAT's; the blocks are BAT's input blocks in input-offset order
+///   (`bid` and `hash` from the table, `insns: 0`);
+/// * every record of the function, in fdata order, lands in the block containing its source
+///   offset (the last BAT block starting at or before it): a branch to another offset of the
+///   same function becomes a successor edge (to the block containing the destination), anything
+///   else a call site at the offset from the block start, with the callee's number and entry
+///   discriminator;
+/// * entries from other functions or unknown code that land exactly on a block start count as
+///   that block's `exec`; entries at offset 0 are the function's `exec`;
+/// * blocks without any count are left out.
+fn bat_function(
+    agg: &Aggregator<'_, '_>,
+    bat: &BatTable,
+    index: &Index<'_>,
+    fi: usize,
+) -> yaml::Function {
+    let f = &agg.image().functions()[fi];
+    let table_fn = bat.function(f.address);
+    let block_map = bat.blocks(f.address);
+    let num_blocks = table_fn.map_or(0, |t| t.num_blocks);
+    let mut blocks: Vec<yaml::Block> = (0..num_blocks).map(|_| yaml::Block::default()).collect();
+    for (yb, (_, b)) in blocks.iter_mut().zip(&block_map) {
+        yb.index = b.index;
+        yb.hash = b.hash;
+    }
+    // perf2bolt's `getBlock`: the block whose input offset is the greatest at or before `offset`.
+    let block_of = |offset: u64| -> Option<(u64, usize)> {
+        let i = block_map.partition_point(|(o, _)| u64::from(*o) <= offset);
+        let (o, b) = block_map.get(i.checked_sub(1)?)?;
+        Some((u64::from(*o), b.index as usize))
+    };
+    for &ri in index.records_of(fi) {
+        let (k, c) = &index.profile.records[ri];
+        // perf2bolt stops with "invalid BAT section" when a source precedes every block; a
+        // block index past `nblocks` would be out of bounds there. Neither happens with a
+        // table llvm-bolt wrote; such records are skipped here.
+        let Some((block_offset, bi)) = block_of(k.from) else {
+            continue;
+        };
+        let internal = match k.to {
+            Loc::Func(t, off) => t as usize == fi && off != 0,
+            Loc::Unknown => false,
+        };
+        if internal {
+            let Loc::Func(_, to) = k.to else {
+                unreachable!()
+            };
+            let Some((_, succ)) = block_of(to) else {
+                continue;
+            };
+            if let Some(yb) = blocks.get_mut(bi) {
+                yb.successors.push(yaml::Successor {
+                    index: succ as u32,
+                    count: c.count,
+                    mispreds: c.mispreds,
+                });
+            }
+            continue;
+        }
+        let (dest_id, entry_discriminator) = match k.to {
+            Loc::Func(t, off) => {
+                let t = callee(agg, t as usize);
+                (index.ids[t], entry_discriminator(agg, t, off))
+            }
+            Loc::Unknown => (0, 0),
+        };
+        if let Some(yb) = blocks.get_mut(bi) {
+            yb.calls.push(yaml::CallSite {
+                offset: (k.from - block_offset) as u32,
+                dest_id,
+                entry_discriminator,
+                count: c.count,
+                mispreds: c.mispreds,
+                ..Default::default()
+            });
+        }
+    }
+    // Entry counts land on exact block starts only.
+    for (&(t, off), &count) in &index.entries {
+        if t as usize != fi {
+            continue;
+        }
+        let Ok(i) = block_map.binary_search_by_key(&off, |(o, _)| u64::from(*o)) else {
+            continue;
+        };
+        if let Some(yb) = blocks.get_mut(block_map[i].1.index as usize) {
+            yb.exec_count = yb.exec_count.wrapping_add(count);
+        }
+    }
+    blocks.retain(|b| {
+        b.exec_count != 0
+            || b.successors.iter().any(|s| s.count != 0)
+            || b.calls.iter().any(|c| c.count != 0)
+    });
+    yaml::Function {
+        name: f.profile_name(true).to_string(),
+        id: index.ids[fi],
+        hash: table_fn.map_or(0, |t| t.hash),
+        exec_count: index.entries.get(&(fi as u32, 0)).copied().unwrap_or(0),
+        num_basic_blocks: num_blocks as u32,
+        blocks,
+        ..Default::default()
+    }
+}
+
 /// Build the YAML profile of a basic-sample aggregation: perf2bolt attaches no samples to blocks
-/// in this mode, so every sampled function appears with `exec: 0` and no blocks.
+/// in this mode, so every sampled function appears with `exec: 0` and no blocks (and for a
+/// BOLT-optimized binary, `functions: []`).
 pub fn sample_profile(
     agg: &Aggregator<'_, '_>,
     samples: &crate::aggregate::SampleProfile,
@@ -245,18 +464,13 @@ pub fn sample_profile(
         sampled[f as usize] = true;
     }
     let mut out = yaml::Profile {
-        header: yaml::Header {
-            version: 1,
-            binary_name: binary_name.to_string(),
-            build_id: image.build_id().unwrap_or("<unknown>").to_string(),
-            flags: yaml::PF_SAMPLE,
-            origin: "perf data aggregator".into(),
-            events: crate::stringmap::string_set_order(events).join(","),
-            dfs_order: false,
-            hash_func: yaml::HashFunction::Xxh3,
-        },
+        header: header(agg, binary_name, events, yaml::PF_SAMPLE),
         ..Default::default()
     };
+    // perf2bolt writes no function at all for basic samples of a BOLT-optimized binary.
+    if agg.is_bat() {
+        return out;
+    }
     for (fi, f) in image.functions().iter().enumerate() {
         if !sampled[fi] {
             continue;

@@ -136,28 +136,138 @@ fn bat_basic_samples_match_perf2bolt() {
     assert!(e.len() > 20, "too few sample records");
 }
 
-/// YAML profiles of BOLT-optimized binaries are not supported yet: a clear error, exit status 1,
-/// no output file.
+/// Block-level `hash:` lines of functions that are not BAT functions: their block hashes are
+/// computed from the CFG (`pcmap_perf2bolt::block_hash`), measured separately; everything else,
+/// BAT functions' hashes included, must be identical.
+fn mask_cfg_block_hashes(yaml: &str, bat_names: &[String]) -> Vec<String> {
+    let mut in_bat = false;
+    yaml.lines()
+        .filter(|l| {
+            if let Some(name) = l.strip_prefix("  - name:") {
+                let name = name.trim().trim_matches('\'');
+                in_bat = bat_names.iter().any(|n| n == name);
+            }
+            in_bat || !l.starts_with("        hash:")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// YAML (`-w`, and `--profile-format yaml`) of profiles collected on the BOLTed binary:
+/// perf2bolt's BAT YAML (hashes and blocks from the BAT table, non-BAT functions first, only
+/// profiled edges) line for line, with every record type of the generated profiles.
 #[test]
-fn bat_yaml_is_refused() {
-    let bin = loops_bolted();
-    let dir = tk::scratch_dir("cli-perf2bolt-bat-yaml");
-    let prof = dir.join("prof.pa");
-    std::fs::write(&prof, "B 7f0000001000 600000 1 0\n").unwrap();
-    for extra in [
-        &["--profile-format", "yaml"][..],
-        &["-w", dir.join("x.yaml").to_str().unwrap()][..],
+fn bat_yaml_matches_perf2bolt() {
+    let mut functions_compared = 0;
+    for (bin, seed, n) in [
+        (loops_bolted(), 41, 3000),
+        (loops_bolted(), 42, 3000),
+        (secentry_bolted(), 43, 3000),
+        (many_bolted(), 44, 30000),
     ] {
-        let out_path = dir.join("out");
-        let out = pcmap(&bin, &prof, &out_path, extra);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(
-            stderr.contains("BAT YAML") && stderr.contains("not supported"),
-            "{stderr}"
+        let funcs = functions(&bin);
+        let dir = tk::scratch_dir(&format!("cli-perf2bolt-bat-yaml-{seed}"));
+        let profile = support::generate(&funcs, n, seed, false);
+        let prof = dir.join("prof.pa");
+        std::fs::write(&prof, &profile).unwrap();
+        support::perf2bolt(
+            &bin,
+            &prof,
+            &dir.join("p2b.fdata"),
+            &["-w", dir.join("p2b.yaml").to_str().unwrap()],
         );
-        assert!(!out_path.exists() && !dir.join("x.yaml").exists());
+        let out = pcmap(
+            &bin,
+            &prof,
+            &dir.join("pcmap.fdata"),
+            &["-w", dir.join("pcmap.yaml").to_str().unwrap()],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = pcmap(
+            &bin,
+            &prof,
+            &dir.join("pcmap2.yaml"),
+            &["--profile-format", "yaml"],
+        );
+        assert!(out.status.success());
+        let theirs = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
+        let ours = std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap();
+        assert_eq!(
+            ours,
+            std::fs::read_to_string(dir.join("pcmap2.yaml")).unwrap()
+        );
+        let bat_names = bat_function_names(&bin);
+        let (t, o) = (
+            mask_cfg_block_hashes(&theirs, &bat_names),
+            mask_cfg_block_hashes(&ours, &bat_names),
+        );
+        assert!(t.len() > 20, "perf2bolt wrote too little YAML");
+        for (i, (a, b)) in t.iter().zip(&o).enumerate() {
+            assert_eq!(
+                b,
+                a,
+                "seed {seed}: YAML line {} differs ({})",
+                i + 1,
+                dir.display()
+            );
+        }
+        assert_eq!(
+            o.len(),
+            t.len(),
+            "seed {seed}: YAML length differs ({})",
+            dir.display()
+        );
+        functions_compared += theirs.matches("\n  - name:").count();
     }
+    eprintln!("{functions_compared} functions in identical BAT YAML");
+}
+
+/// The names perf2bolt prints for the BAT functions of `bin` (functions whose address has a
+/// BAT entry, under their BAT-mode names).
+fn bat_function_names(bin: &Path) -> Vec<String> {
+    let data = std::fs::read(bin).unwrap();
+    let image = pcmap_perf2bolt::image::Image::parse(&data).unwrap();
+    let table =
+        pcmap_bat::BatTable::parse(image.section_data(pcmap_bat::SECTION_NAME).unwrap()).unwrap();
+    image
+        .functions()
+        .iter()
+        .filter(|f| table.is_bat_function(f.address))
+        .map(|f| f.profile_name(true).to_string())
+        .collect()
+}
+
+/// Basic samples of a BOLTed binary give perf2bolt's empty BAT YAML (`functions: []`).
+#[test]
+fn bat_basic_samples_yaml_has_no_functions() {
+    let bin = loops_bolted();
+    let funcs = functions(&bin);
+    let dir = tk::scratch_dir("cli-perf2bolt-bat-basic-yaml");
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, support::generate(&funcs, 500, 45, true)).unwrap();
+    support::perf2bolt(
+        &bin,
+        &prof,
+        &dir.join("p2b.fdata"),
+        &["--ba", "-w", dir.join("p2b.yaml").to_str().unwrap()],
+    );
+    let out = pcmap(
+        &bin,
+        &prof,
+        &dir.join("pcmap.fdata"),
+        &["--ba", "-w", dir.join("pcmap.yaml").to_str().unwrap()],
+    );
+    assert!(out.status.success());
+    let theirs = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
+    assert!(theirs.contains("functions:       []"), "{theirs}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        theirs
+    );
 }
 
 /// perf.data with basic samples (cpu-clock, recorded here) of the BOLTed binary: both tools read

@@ -97,16 +97,8 @@ pub fn run(args: Args) -> Result<()> {
     let image =
         Image::parse(&bin_map).with_context(|| format!("reading {}", args.binary.display()))?;
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
-    // mode, `boltedcollection` fdata).
+    // mode: `boltedcollection` fdata, BAT YAML).
     let bat = if image.has_bat() {
-        if args.yaml.is_some() || args.profile_format == ProfileFormat::Yaml {
-            anyhow::bail!(
-                "{} is a BOLT-optimized binary (.note.bolt_bat): YAML profiles of BOLT-optimized \
-                 binaries (BAT YAML) are not supported by `pcmap perf2bolt` yet; write fdata \
-                 (without -w / --profile-format yaml)",
-                args.binary.display()
-            );
-        }
         let section = image
             .section_data(pcmap_bat::SECTION_NAME)
             .with_context(|| format!("reading .note.bolt_bat of {}", args.binary.display()))?;
