@@ -289,113 +289,12 @@ fn perf_data_branch_stacks_match_perf2bolt() {
     // Branch stacks cannot be recorded without a PMU: write them with pcmap-profile's perf.data
     // writer, along chains of real branches of the fixture, and let perf2bolt read them through
     // `perf script`.
-    use pcmap_profile::perfdata::{BranchEntry, writer};
     let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
     let dir = tk::scratch_dir("cli-perf2bolt-perfdata-lbr");
     let bin = dir.join("p1");
     std::fs::copy(&p1, &bin).unwrap();
-    let phdrs = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-lW").arg(&bin));
-    let exec = phdrs
-        .lines()
-        .find(|l| l.trim_start().starts_with("LOAD") && l.contains(" R E "))
-        .unwrap();
-    let f: Vec<&str> = exec.split_whitespace().collect();
-    let (off, vaddr, memsz) = (tk::hex(f[1]), tk::hex(f[2]), tk::hex(f[5]));
-    let notes = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-n").arg(&bin));
-    let build_id_hex = notes
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .unwrap()
-        .trim()
-        .to_string();
-    let build_id: Vec<u8> = (0..build_id_hex.len() / 2)
-        .map(|i| u8::from_str_radix(&build_id_hex[2 * i..2 * i + 2], 16).unwrap())
-        .collect();
-
-    let funcs = support::disassemble(&bin);
-    let insns: Vec<&support::Insn> = funcs.iter().flat_map(|f| f.insns.iter()).collect();
-    let branches: Vec<&support::Insn> = insns
-        .iter()
-        .copied()
-        .filter(|i| i.target.is_some())
-        .collect();
-    let next_cf = |addr: u64| {
-        insns
-            .iter()
-            .find(|i| {
-                i.addr >= addr && (i.mnemonic.starts_with('j') || i.mnemonic.starts_with("ret"))
-            })
-            .map(|i| (*i).clone())
-    };
-    let mut w = writer::Writer::new(writer::Options::default());
-    let pid = 4242;
-    let name = bin.to_str().unwrap().as_bytes();
-    w.comm(pid, pid, b"p1", 1);
-    w.mmap2(
-        pid,
-        pid,
-        vaddr & !0xfff,
-        memsz + (vaddr & 0xfff),
-        off & !0xfff,
-        name,
-        2,
-    );
-    w.build_id(pid as i32, &build_id, name);
-    let mut seed = 7u64;
-    let mut rnd = |n: usize| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((seed >> 33) % n as u64) as usize
-    };
-    for k in 0..400u64 {
-        // A chain of taken branches, oldest first, each fall-through running to the next
-        // control-flow instruction.
-        let mut chain: Vec<BranchEntry> = Vec::new();
-        let mut b = branches[rnd(branches.len())].clone();
-        for _ in 0..(1 + rnd(16)) {
-            let Some(t) = b.target else { break };
-            chain.push(BranchEntry {
-                from: b.addr,
-                to: t,
-                flags: (rnd(5) == 0) as u64,
-            });
-            match next_cf(t) {
-                Some(n) if n.target.is_some() => b = n,
-                _ => break,
-            }
-        }
-        if rnd(10) == 0 {
-            chain.push(BranchEntry {
-                from: 0xffff_ffff_8100_0000,
-                to: b.addr,
-                flags: 0,
-            });
-        }
-        chain.reverse();
-        let spec = writer::SampleSpec {
-            ip: b.addr,
-            pid,
-            tid: pid,
-            time: 10 + k,
-            period: 1,
-            branches: chain,
-            hw_idx: 0,
-        };
-        w.sample(&spec);
-    }
-    // A sample of another process is ignored.
-    w.sample(&writer::SampleSpec {
-        ip: 1,
-        pid: 99,
-        tid: 99,
-        time: 1000,
-        period: 1,
-        branches: vec![],
-        hw_idx: 0,
-    });
     let data = dir.join("lbr.perf.data");
-    std::fs::write(&data, w.finish()).unwrap();
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 7)).unwrap();
     let (expected, p2b, ours, stdout) = run_both_on_perf_data(&bin, &data, &dir, &[]);
     assert!(
         expected.lines().count() > 10,

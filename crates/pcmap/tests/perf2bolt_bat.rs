@@ -222,8 +222,61 @@ fn bat_yaml_matches_perf2bolt() {
             dir.display()
         );
         functions_compared += theirs.matches("\n  - name:").count();
+        if seed == 41 {
+            llvm_bolt_reads_like_perf2bolts(&dir);
+        }
     }
     eprintln!("{functions_compared} functions in identical BAT YAML");
+}
+
+/// llvm-bolt, given the input binary of the loops fixture and pcmap's BAT YAML, accepts it and
+/// reports exactly what it reports for perf2bolt's (profiled functions, stale functions and
+/// samples: llvm-bolt 22 finds part of BAT YAML stale whoever wrote it), and
+/// `--infer-stale-profile` recovers every stale function.
+fn llvm_bolt_reads_like_perf2bolts(dir: &Path) {
+    let input = build("bat-loops", &["bat/loops.c"], CFLAGS);
+    let verdict = |yaml: &str, extra: &[&str]| -> Vec<String> {
+        let out = tk::run(
+            Command::new(tool("llvm-bolt"))
+                .arg(&input)
+                .arg("-data")
+                .arg(dir.join(yaml))
+                .arg("-o")
+                .arg(dir.join(format!("{yaml}.bolt")))
+                .args(extra),
+        );
+        // The stale-profile warnings go to stderr.
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{log}");
+        assert!(log.contains("have non-empty execution profile"), "{log}");
+        log.lines()
+            .filter(|l| {
+                l.contains("execution profile")
+                    || l.contains("possibly stale")
+                    || l.contains("inferred profile")
+                    || l.contains("exact match")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let ours = verdict("pcmap.yaml", &[]);
+    assert_eq!(ours, verdict("p2b.yaml", &[]));
+    eprintln!("llvm-bolt on pcmap's BAT YAML: {ours:#?}");
+    let inferred = verdict("pcmap.yaml", &["--infer-stale-profile"]);
+    assert_eq!(inferred, verdict("p2b.yaml", &["--infer-stale-profile"]));
+    if ours.iter().any(|l| l.contains("possibly stale")) {
+        assert!(
+            inferred
+                .iter()
+                .any(|l| l.contains("inferred profile") && l.contains("100.00% of stale")),
+            "{inferred:#?}"
+        );
+    }
+    eprintln!("with --infer-stale-profile: {inferred:#?}");
 }
 
 /// The names perf2bolt prints for the BAT functions of `bin` (functions whose address has a
@@ -267,6 +320,73 @@ fn bat_basic_samples_yaml_has_no_functions() {
     assert_eq!(
         std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
         theirs
+    );
+}
+
+/// perf.data with branch stacks of the BOLTed binary (written by the test, no PMU here): both
+/// tools read it directly and translate both ends of every branch through BAT; fdata, YAML and
+/// statistics must be identical.
+#[test]
+fn bat_perf_data_branch_stacks_match_perf2bolt() {
+    let bolted = loops_bolted();
+    let dir = tk::scratch_dir("cli-perf2bolt-bat-perfdata-lbr");
+    let bin = dir.join("loops.bolt");
+    std::fs::copy(&bolted, &bin).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 600, 11)).unwrap();
+    let p2b = run_ok(
+        Command::new(tool("perf2bolt"))
+            .arg(&bin)
+            .arg("-p")
+            .arg(&data)
+            .arg("-o")
+            .arg(dir.join("p2b.fdata"))
+            .arg("-w")
+            .arg(dir.join("p2b.yaml")),
+    );
+    let out = tk::run(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("perf2bolt")
+            .arg(&bin)
+            .arg("-p")
+            .arg(&data)
+            .arg("-o")
+            .arg(dir.join("pcmap.fdata"))
+            .arg("-w")
+            .arg(dir.join("pcmap.yaml")),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = std::fs::read_to_string(dir.join("p2b.fdata")).unwrap();
+    assert!(expected.starts_with("boltedcollection\n"), "{p2b}");
+    assert!(
+        expected.lines().count() > 20,
+        "perf2bolt produced too little:\n{p2b}"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap() == expected,
+        "fdata differs; perf.data at {}",
+        data.display()
+    );
+    let bat_names = bat_function_names(&bin);
+    assert_eq!(
+        mask_cfg_block_hashes(
+            &std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+            &bat_names
+        ),
+        mask_cfg_block_hashes(
+            &std::fs::read_to_string(dir.join("p2b.yaml")).unwrap(),
+            &bat_names
+        ),
+        "YAML differs ({})",
+        dir.display()
+    );
+    assert_eq!(
+        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+        support::stat_lines(&p2b)
     );
 }
 

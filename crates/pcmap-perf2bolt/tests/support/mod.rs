@@ -262,3 +262,110 @@ pub fn sorted_lines(s: &str) -> Vec<&str> {
     v.sort_unstable();
     v
 }
+
+/// A perf.data file with `n` branch-stack samples of `bin` (written with pcmap-profile's
+/// writer: branch stacks cannot be recorded without a PMU), as perf would record them for a
+/// process running `bin`: COMM, one MMAP2 per executable LOAD segment, the build-id, then
+/// samples whose stacks are chains of real taken branches of the binary (each fall-through
+/// running to the next control-flow instruction), some entered from kernel addresses, some
+/// mispredicted, and one sample of another process (to be ignored).
+pub fn branch_stack_perf_data(bin: &Path, n: u64, seed: u64) -> Vec<u8> {
+    use pcmap_profile::perfdata::{BranchEntry, writer};
+    let phdrs = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-lW").arg(bin));
+    let notes = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-n").arg(bin));
+    let build_id_hex = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("the binary has a build-id")
+        .trim()
+        .to_string();
+    let build_id: Vec<u8> = (0..build_id_hex.len() / 2)
+        .map(|i| u8::from_str_radix(&build_id_hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let funcs = disassemble(bin);
+    let insns: Vec<&Insn> = funcs.iter().flat_map(|f| f.insns.iter()).collect();
+    let branches: Vec<&Insn> = insns
+        .iter()
+        .copied()
+        .filter(|i| i.target.is_some())
+        .collect();
+    let next_cf = |addr: u64| {
+        insns
+            .iter()
+            .find(|i| {
+                i.addr >= addr && (i.mnemonic.starts_with('j') || i.mnemonic.starts_with("ret"))
+            })
+            .map(|i| (*i).clone())
+    };
+    let mut w = writer::Writer::new(writer::Options::default());
+    let pid = 4242;
+    let name = bin.to_str().unwrap().as_bytes();
+    w.comm(pid, pid, b"prog", 1);
+    for l in phdrs
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD") && l.contains(" R E "))
+    {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (off, vaddr, memsz) = (tk::hex(f[1]), tk::hex(f[2]), tk::hex(f[5]));
+        w.mmap2(
+            pid,
+            pid,
+            vaddr & !0xfff,
+            memsz + (vaddr & 0xfff),
+            off & !0xfff,
+            name,
+            2,
+        );
+    }
+    w.build_id(pid as i32, &build_id, name);
+    let mut state = seed;
+    let mut rnd = |n: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % n as u64) as usize
+    };
+    for k in 0..n {
+        let mut chain: Vec<BranchEntry> = Vec::new();
+        let mut b = branches[rnd(branches.len())].clone();
+        for _ in 0..(1 + rnd(16)) {
+            let Some(t) = b.target else { break };
+            chain.push(BranchEntry {
+                from: b.addr,
+                to: t,
+                flags: (rnd(5) == 0) as u64,
+            });
+            match next_cf(t) {
+                Some(n) if n.target.is_some() => b = n,
+                _ => break,
+            }
+        }
+        if rnd(10) == 0 {
+            chain.push(BranchEntry {
+                from: 0xffff_ffff_8100_0000,
+                to: b.addr,
+                flags: 0,
+            });
+        }
+        chain.reverse();
+        w.sample(&writer::SampleSpec {
+            ip: b.addr,
+            pid,
+            tid: pid,
+            time: 10 + k,
+            period: 1,
+            branches: chain,
+            hw_idx: 0,
+        });
+    }
+    w.sample(&writer::SampleSpec {
+        ip: 1,
+        pid: 99,
+        tid: 99,
+        time: 10 + n,
+        period: 1,
+        branches: vec![],
+        hw_idx: 0,
+    });
+    w.finish()
+}
