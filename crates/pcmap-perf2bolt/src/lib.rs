@@ -9,7 +9,9 @@
 //! * [`aggregate`]: taken branches, fall-through validation with call continuation, external
 //!   origins, returns, statistics, in parallel over address-sorted traces;
 //! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`hash`]: BOLT's xxh3 function hash over
-//!   LLVM opcode names from the generated [`opcode_table`]; [`stringmap`]: LLVM `StringSet` order.
+//!   LLVM opcode names from the generated [`opcode_table`]; [`stringmap`]: LLVM `StringSet` order;
+//! * [`block_hash`]: BOLT's block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
+//!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
 //!
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
 //! ([`aggregate::Aggregator::with_bat`]) for fdata output.
@@ -18,6 +20,9 @@
 //! (C++ exceptions), perf.data of position-independent binaries.
 
 pub mod aggregate;
+pub mod block_hash;
+#[rustfmt::skip]
+pub mod block_hash_table;
 pub mod cfg;
 pub mod fdata;
 pub mod hash;

@@ -1,0 +1,93 @@
+//! Collect example encodings for `tools/gen-block-hash-tables.py`: up to four examples per
+//! (iced-x86 code, memory operand?) pair from the functions of the given ELF binaries, each with
+//! iced-x86's view of its operands, plus the list of iced-x86 registers.
+//!
+//! Output lines:
+//! * `R <register index> <register name>` for every iced-x86 register;
+//! * `E <code index> <0|1> <hex bytes> | <operand atoms>` where the atoms are `r<i>=<REG>`
+//!   (register operand i), `i<i>=<u64>` (immediate operand i as iced-x86's `immediate`),
+//!   `b<i>=<i64>` (branch operand i, relative to the next instruction), `mb=<REG> ms=<scale> mi=<REG> md=<i64> mg=<REG>` (memory operand:
+//!   base, scale, index, displacement as encoded, segment prefix).
+
+use std::collections::BTreeMap;
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
+use pcmap_perf2bolt::cfg;
+use pcmap_perf2bolt::image::Image;
+
+fn atoms(ins: &Instruction) -> String {
+    let mut out = Vec::new();
+    for i in 0..ins.op_count() {
+        match ins.op_kind(i) {
+            OpKind::Register => out.push(format!("r{i}={:?}", ins.op_register(i))),
+            OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64 => {
+                let rel = ins.near_branch_target().wrapping_sub(ins.next_ip()) as i64;
+                out.push(format!("b{i}={rel}"))
+            }
+            OpKind::Memory => {
+                let disp = if ins.is_ip_rel_memory_operand() {
+                    ins.memory_displacement64().wrapping_sub(ins.next_ip()) as i64
+                } else {
+                    ins.memory_displacement64() as i64
+                };
+                let base = ins.memory_base();
+                out.push(format!(
+                    "mb={base:?} ms={} mi={:?} md={disp} mg={:?}",
+                    ins.memory_index_scale(),
+                    ins.memory_index(),
+                    ins.segment_prefix()
+                ));
+            }
+            k if format!("{k:?}").starts_with("Immediate") => {
+                out.push(format!("i{i}={}", ins.immediate(i)))
+            }
+            k => out.push(format!("k{i}={k:?}")),
+        }
+    }
+    out.join(" ")
+}
+
+fn main() {
+    for r in Register::values() {
+        println!("R {} {r:?}", r as usize);
+    }
+    // (code, memory operand?) -> examples (bytes, operand atoms).
+    type Examples = BTreeMap<(u16, bool), Vec<(Vec<u8>, String)>>;
+    let mut examples = Examples::new();
+    for path in std::env::args().skip(1) {
+        let Ok(data) = std::fs::read(&path) else {
+            eprintln!("skipping unreadable {path}");
+            continue;
+        };
+        let Ok(image) = Image::parse(&data) else {
+            eprintln!("skipping non-ELF {path}");
+            continue;
+        };
+        for f in image.functions() {
+            let c = cfg::build(&image, f);
+            for i in &c.insns {
+                let key = (i.code as u16, i.has_mem);
+                let list = examples.entry(key).or_default();
+                if list.len() >= 4 {
+                    continue;
+                }
+                let addr = f.address + u64::from(i.offset);
+                let Some(b) = image.code_bytes(addr, u64::from(i.len)) else {
+                    continue;
+                };
+                if list.iter().any(|e| e.0 == b) {
+                    continue;
+                }
+                let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);
+                let ins = d.decode();
+                list.push((b.to_vec(), atoms(&ins)));
+            }
+        }
+    }
+    for ((code, mem), list) in examples {
+        for (bytes, atoms) in list {
+            let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
+            println!("E {code} {} {} | {atoms}", u8::from(mem), hex.join(" "));
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! BOLT's block hash (`BlendedBlockHash`, YAML block `hash` with `hash-func: xxh3`), as
+//! `BinaryFunction::computeBlockHashes` computes it in LLVM 22. The packed u64 (little-endian
+//! fields) is:
+//!
+//! | bits  | field        | value                                                              |
+//! |-------|--------------|--------------------------------------------------------------------|
+//! | 0–15  | `Offset`     | the block's input offset                                           |
+//! | 16–31 | `OpcodeHash` | low 16 bits of xxh3 of the block's sorted unique AT&T mnemonics    |
+//! | 32–47 | `InstrHash`  | low 16 bits of xxh3 of opcode names and operand bytes              |
+//! | 48–55 | `PredHash`   | low 8 bits of LLVM's `hash_16_bytes` folded over the predecessors' full 64-bit opcode hashes |
+//! | 56–63 | `SuccHash`   | the same over the successors                                       |
+//!
+//! * The InstrHash string (`hashBlock`) concatenates, for every instruction except nops (not in
+//!   BOLT's blocks on x86) and direct unconditional jumps, its LLVM opcode name (conditional
+//!   jumps as `JCC_1`) and its MCInst operands: registers as LLVM register enum numbers,
+//!   immediates, both as minimal little-endian bytes (`hashInteger`, 0 as one NUL byte), and
+//!   symbolic operands (`hashExpr`): nothing for functions and jump tables, else the symbol's
+//!   address, then for `symbol + addend` a NUL (the `Add` opcode) and the addend.
+//! * The OpcodeHash string (`hashBlockLoose`) concatenates the sorted unique mnemonics of the same
+//!   instructions, with whitespace removed and any conditional jump as `JMP`.
+//!
+//! Operand symbolization follows BOLT's disassembler: branch and call targets are always
+//! symbols (functions and labels inside the function: empty); RIP-relative displacements are
+//! symbols of the referenced address; other displacements and immediates only when the binary
+//! has a relocation at their bytes (`--emit-relocs`). A referenced address is resolved like
+//! `BinaryContext::handleAddressRef`: jump tables and functions hash as nothing (a function
+//! interior as `Add` + offset), data as the address of the containing symbol plus the offset.
+//!
+//! Mnemonics, MCInst operand templates and register numbers come from tables generated with
+//! llvm-mc (`tools/gen-block-hash-tables.py`); instructions missing from them hash with their
+//! opcode name only and are counted in [`Stats::unknown`].
+
+use std::collections::HashMap;
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationKind, RelocationTarget, SymbolKind};
+
+use crate::block_hash_table::{INSNS, REGISTERS};
+use crate::cfg::{Cfg, Flow};
+use crate::hash;
+use crate::image::{Function, Image};
+
+/// How an immediate of iced-x86 becomes LLVM's int64 immediate: as is, or truncated to a width
+/// and sign- or zero-extended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ext {
+    /// iced-x86's `immediate()` value.
+    Raw,
+    /// Low 8 bits, sign-extended.
+    S8,
+    /// Low 16 bits, sign-extended.
+    S16,
+    /// Low 32 bits, sign-extended.
+    S32,
+    /// Low 8 bits, zero-extended.
+    Z8,
+    /// Low 16 bits, zero-extended.
+    Z16,
+    /// Low 32 bits, zero-extended.
+    Z32,
+}
+
+/// One MCInst operand in terms of iced-x86's decoded instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Register operand `i`.
+    Reg(u8),
+    /// Immediate operand `i`.
+    Imm(u8, Ext),
+    /// Memory base register.
+    MemBase,
+    /// Memory index scale.
+    MemScale,
+    /// Memory index register.
+    MemIndex,
+    /// Memory displacement.
+    MemDisp,
+    /// Segment override register.
+    MemSeg,
+    /// Branch target of operand `i`.
+    Branch(u8),
+    /// A constant (condition codes, implicit registers).
+    Const(i64),
+    /// Not understood by the generator.
+    Unknown,
+}
+
+/// Counters of one hashing run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Instructions hashed.
+    pub insns: usize,
+    /// Instructions without a table entry or with an operand the tables do not describe (their
+    /// hashes use a deterministic fallback and are likely wrong).
+    pub unknown: usize,
+}
+
+/// What block hashing needs to know about the whole binary (symbols, relocations); build once
+/// per binary and share between functions.
+pub struct Context<'i, 'd> {
+    image: &'i Image<'d>,
+    /// Data symbols: (address, size), sorted by address (largest size kept per address).
+    data: Vec<(u64, u64)>,
+    /// Absolute relocations: address of the relocated bytes -> referenced address (S + A).
+    relocs: HashMap<u64, u64>,
+}
+
+impl<'i, 'd> Context<'i, 'd> {
+    /// Read the symbol table and relocations of `image`.
+    pub fn new(image: &'i Image<'d>) -> Self {
+        let mut data = Vec::new();
+        let mut relocs = HashMap::new();
+        if let Ok(file) = object::File::parse(image.data()) {
+            for s in file.symbols() {
+                if matches!(s.kind(), SymbolKind::Section | SymbolKind::File)
+                    || s.section_index().is_none()
+                    || s.address() == 0
+                {
+                    continue;
+                }
+                data.push((s.address(), s.size()));
+            }
+            for section in file.sections() {
+                if section.kind() != object::SectionKind::Text {
+                    continue;
+                }
+                for (at, r) in section.relocations() {
+                    if r.kind() != RelocationKind::Absolute {
+                        continue;
+                    }
+                    let RelocationTarget::Symbol(idx) = r.target() else {
+                        continue;
+                    };
+                    let Ok(sym) = file.symbol_by_index(idx) else {
+                        continue;
+                    };
+                    relocs.insert(at, sym.address().wrapping_add(r.addend() as u64));
+                }
+            }
+        }
+        data.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        data.dedup_by_key(|d| d.0);
+        Self {
+            image,
+            data,
+            relocs,
+        }
+    }
+
+    /// The data symbol BOLT would find for `addr` (`getBinaryDataContainingAddress`: only the
+    /// last symbol at or below the address is looked at).
+    fn data_containing(&self, addr: u64) -> Option<u64> {
+        let i = self.data.partition_point(|d| d.0 <= addr).checked_sub(1)?;
+        let (a, size) = self.data[i];
+        (a == addr || addr < a.saturating_add(size)).then_some(a)
+    }
+
+    /// `hashExpr` of the symbolic operand BOLT makes for a reference to `addr` from `func`.
+    fn hash_address(&self, func: &Function, jump_tables: &[u64], addr: u64, out: &mut Vec<u8>) {
+        if jump_tables.contains(&addr) {
+            return;
+        }
+        if addr >= func.address && addr - func.address < func.size {
+            return; // the function itself or an entry point into it
+        }
+        let funcs = self.image.functions();
+        if let Some(i) = self.image.function_containing(addr) {
+            let f = &funcs[i];
+            if addr - f.address < f.size.max(1) {
+                if addr != f.address {
+                    out.push(0);
+                    hash_integer(addr - f.address, out);
+                }
+                return;
+            }
+        }
+        match self.data_containing(addr) {
+            Some(a) => {
+                hash_integer(a, out);
+                if a != addr {
+                    out.push(0);
+                    hash_integer(addr - a, out);
+                }
+            }
+            None => hash_integer(addr, out),
+        }
+    }
+
+    /// `hashExpr` of a branch or call target.
+    fn hash_branch(&self, func: &Function, target: u64, out: &mut Vec<u8>) {
+        if target >= func.address && target - func.address < func.size {
+            return;
+        }
+        if self.image.function_at(target).is_some() {
+            return;
+        }
+        hash_integer(target, out);
+    }
+}
+
+/// `hashInteger`: minimal little-endian bytes, zero as one NUL byte.
+fn hash_integer(v: u64, out: &mut Vec<u8>) {
+    if v == 0 {
+        out.push(0);
+    }
+    let mut v = v;
+    while v != 0 {
+        out.push(v as u8);
+        v >>= 8;
+    }
+}
+
+/// LLVM's `hashing::detail::hash_16_bytes`.
+fn hash_16_bytes(low: u64, high: u64) -> u64 {
+    const K: u64 = 0x9ddf_ea08_eb38_2d69;
+    let mut a = (low ^ high).wrapping_mul(K);
+    a ^= a >> 47;
+    let mut b = (high ^ a).wrapping_mul(K);
+    b ^= b >> 47;
+    b.wrapping_mul(K)
+}
+
+fn lookup(code: u16, mem: bool) -> Option<&'static (u16, bool, &'static str, &'static [Op])> {
+    let i = INSNS.partition_point(|e| (e.0, e.1) < (code, mem));
+    INSNS.get(i).filter(|e| e.0 == code && e.1 == mem)
+}
+
+fn llvm_reg(r: Register) -> Option<u64> {
+    match REGISTERS.get(r as usize) {
+        Some(&n) if n != u16::MAX => Some(u64::from(n)),
+        _ => None,
+    }
+}
+
+fn extend(v: u64, ext: Ext) -> u64 {
+    match ext {
+        Ext::Raw => v,
+        Ext::S8 => v as i8 as i64 as u64,
+        Ext::S16 => v as i16 as i64 as u64,
+        Ext::S32 => v as i32 as i64 as u64,
+        Ext::Z8 => v & 0xff,
+        Ext::Z16 => v & 0xffff,
+        Ext::Z32 => v & 0xffff_ffff,
+    }
+}
+
+/// Bases of the jump tables the function's indirect jumps use (the displacement of
+/// `jmp *T(,%r,8)`, or the `lea T(%rip)` of the position-independent sequence).
+fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (k, ins) in insns.iter().enumerate() {
+        if ins.flow_control() != FlowControl::IndirectBranch {
+            continue;
+        }
+        if ins.op0_kind() == OpKind::Memory
+            && ins.memory_base() == Register::None
+            && ins.memory_index_scale() == 8
+        {
+            out.push(ins.memory_displacement64());
+        } else if ins.op0_kind() == OpKind::Register {
+            let lo = k.saturating_sub(8);
+            out.extend(
+                insns[lo..k]
+                    .iter()
+                    .filter(|i| {
+                        i.code() == iced_x86::Code::Lea_r64_m && i.is_ip_rel_memory_operand()
+                    })
+                    .map(Instruction::ip_rel_memory_address),
+            );
+        }
+    }
+    out
+}
+
+/// Append the operand bytes of `ins` per `ops` to `out`; `false` when an operand is unknown.
+fn hash_operands(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    jump_tables: &[u64],
+    ins: &Instruction,
+    ops: &[Op],
+    out: &mut Vec<u8>,
+) -> bool {
+    let offs = {
+        let mut d = Decoder::with_ip(
+            64,
+            ctx.image
+                .code_bytes(ins.ip(), ins.len() as u64)
+                .unwrap_or(&[]),
+            ins.ip(),
+            DecoderOptions::NONE,
+        );
+        let mut tmp = Instruction::default();
+        d.decode_out(&mut tmp);
+        d.get_constant_offsets(&tmp)
+    };
+    let mut ok = true;
+    let reloc_at = |off: usize, present: bool| -> Option<u64> {
+        present
+            .then(|| ctx.relocs.get(&(ins.ip() + off as u64)).copied())
+            .flatten()
+    };
+    for &op in ops {
+        match op {
+            Op::Reg(i) => match llvm_reg(ins.op_register(u32::from(i))) {
+                Some(n) => hash_integer(n, out),
+                None => {
+                    ok = false;
+                    out.push(0);
+                }
+            },
+            Op::Imm(i, ext) => {
+                if let Some(t) = reloc_at(offs.immediate_offset(), offs.has_immediate()) {
+                    ctx.hash_address(func, jump_tables, t, out);
+                } else {
+                    hash_integer(extend(ins.immediate(u32::from(i)), ext), out);
+                }
+            }
+            Op::MemBase => hash_integer(llvm_reg(ins.memory_base()).unwrap_or(0), out),
+            Op::MemIndex => hash_integer(llvm_reg(ins.memory_index()).unwrap_or(0), out),
+            Op::MemSeg => hash_integer(llvm_reg(ins.segment_prefix()).unwrap_or(0), out),
+            Op::MemScale => hash_integer(u64::from(ins.memory_index_scale()), out),
+            Op::MemDisp => {
+                if ins.is_ip_rel_memory_operand() {
+                    ctx.hash_address(func, jump_tables, ins.ip_rel_memory_address(), out);
+                } else if let Some(t) =
+                    reloc_at(offs.displacement_offset(), offs.has_displacement())
+                {
+                    ctx.hash_address(func, jump_tables, t, out);
+                } else {
+                    hash_integer(ins.memory_displacement64(), out);
+                }
+            }
+            Op::Branch(_) => ctx.hash_branch(func, ins.near_branch_target(), out),
+            Op::Const(c) => hash_integer(c as u64, out),
+            Op::Unknown => ok = false,
+        }
+    }
+    ok
+}
+
+/// Whether an LLVM opcode name is a nop (`X86::isNOP`): BOLT leaves nops out of its blocks.
+fn is_nop(name: &str) -> bool {
+    name.starts_with("NOOP") || name == "NOP"
+}
+
+/// The packed `BlendedBlockHash` of every block of `func` (index = block index in `cfg`), as
+/// perf2bolt 22 writes it into YAML profiles with `hash-func: xxh3`; empty when the CFG has no
+/// blocks. `cfg` must be [`crate::cfg::build`]'s CFG of `func`.
+pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u64>, Stats) {
+    let mut stats = Stats::default();
+    if cfg.blocks.is_empty() {
+        return (Vec::new(), stats);
+    }
+    let Some(bytes) = ctx.image.code_bytes(func.address, func.size) else {
+        return (Vec::new(), stats);
+    };
+    let mut decoder = Decoder::with_ip(64, bytes, func.address, DecoderOptions::NONE);
+    let mut decoded = Vec::with_capacity(cfg.insns.len());
+    while decoder.can_decode() && decoded.len() < cfg.insns.len() {
+        decoded.push(decoder.decode());
+    }
+    let jump_tables = jump_table_bases(&decoded);
+
+    let n = cfg.blocks.len();
+    let mut opcode_hashes = vec![0u64; n];
+    let mut packed = vec![0u64; n];
+    let mut instr = Vec::new();
+    let mut mnemonics: Vec<&str> = Vec::new();
+    for (bi, b) in cfg.blocks.iter().enumerate() {
+        instr.clear();
+        mnemonics.clear();
+        for k in b.first_insn..b.end_insn {
+            let insn = &cfg.insns[k as usize];
+            let Some(ins) = decoded.get(k as usize) else {
+                break;
+            };
+            let names = match hash::opcode_name(insn) {
+                Ok(Some(names)) => names,
+                Ok(None) => continue, // direct unconditional jump
+                Err(code) => {
+                    stats.insns += 1;
+                    stats.unknown += 1;
+                    instr.extend_from_slice(format!("{code:?}").as_bytes());
+                    continue;
+                }
+            };
+            let entry = lookup(insn.code as u16, insn.has_mem);
+            let parts: Vec<&str> = names.split(' ').collect();
+            let mnems: Vec<&str> = entry.map_or_else(Vec::new, |e| e.2.split(' ').collect());
+            stats.insns += 1;
+            let mut known = entry.is_some() && mnems.len() == parts.len();
+            for (pi, part) in parts.iter().enumerate() {
+                instr.extend_from_slice(part.as_bytes());
+                let last = pi + 1 == parts.len();
+                if is_nop(part) {
+                    // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
+                } else if insn.flow == Flow::CondJump && last {
+                    mnemonics.push("JMP");
+                } else if insn.flow == Flow::IndirectJump && insn.tail_call && last {
+                    // BOLT's indirect tail calls are JMP32m/JMP32r (see `hash::opcode_name`).
+                    mnemonics.push("jmpl*");
+                } else if let Some(m) = mnems.get(pi) {
+                    mnemonics.push(m);
+                }
+                if let (true, Some(e)) = (last, entry) {
+                    known &= hash_operands(ctx, func, &jump_tables, ins, e.3, &mut instr);
+                }
+            }
+            if !known {
+                stats.unknown += 1;
+            }
+        }
+        let instr_hash = xxhash_rust::xxh3::xxh3_64(&instr);
+        mnemonics.sort_unstable();
+        mnemonics.dedup();
+        let loose: String = mnemonics.concat();
+        let opcode_hash = xxhash_rust::xxh3::xxh3_64(loose.as_bytes());
+        opcode_hashes[bi] = opcode_hash;
+        packed[bi] =
+            u64::from(b.offset as u16) | (opcode_hash & 0xffff) << 16 | (instr_hash & 0xffff) << 32;
+    }
+
+    // Predecessors in BOLT's order: taken-branch edges (added first, in source order), then
+    // fall-through edges.
+    let mut taken_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut ft_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (bi, b) in cfg.blocks.iter().enumerate() {
+        let last = cfg.last_insn(bi);
+        for (si, &s) in b.succs.iter().enumerate() {
+            let fall_through = s as usize == bi + 1
+                && match last.map(|l| (l.flow, l.tail_call)) {
+                    Some((Flow::CondJump, false)) => si + 1 == b.succs.len() && si > 0,
+                    Some((Flow::CondJump, true)) => true,
+                    Some((Flow::Next | Flow::Call, _)) | None => true,
+                    _ => false,
+                };
+            if fall_through {
+                ft_preds[s as usize].push(bi as u32);
+            } else {
+                taken_preds[s as usize].push(bi as u32);
+            }
+        }
+    }
+    for (bi, b) in cfg.blocks.iter().enumerate() {
+        let succ = b
+            .succs
+            .iter()
+            .fold(0u64, |h, &s| hash_16_bytes(h, opcode_hashes[s as usize]));
+        let pred = taken_preds[bi]
+            .iter()
+            .chain(&ft_preds[bi])
+            .fold(0u64, |h, &p| hash_16_bytes(h, opcode_hashes[p as usize]));
+        packed[bi] |= (pred & 0xff) << 48 | (succ & 0xff) << 56;
+    }
+    (packed, stats)
+}
