@@ -91,6 +91,67 @@ pub struct SampleProfile {
     pub out_of_range: u64,
 }
 
+impl BranchProfile {
+    /// Which functions (indexed like [`Image::functions`]) a record starts or ends in: the
+    /// functions perf2bolt marks as profiled.
+    pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
+        let mut profiled = vec![false; num_functions];
+        for (k, _) in &self.records {
+            profiled[k.func as usize] = true;
+            if let Loc::Func(t, _) = k.to {
+                profiled[t as usize] = true;
+            }
+        }
+        profiled
+    }
+}
+
+impl SampleProfile {
+    /// Which functions (indexed like [`Image::functions`]) have samples.
+    pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
+        let mut profiled = vec![false; num_functions];
+        for &(f, _) in self.samples.keys() {
+            profiled[f as usize] = true;
+        }
+        profiled
+    }
+}
+
+/// How many functions got a profile, as BOLT's program statistics count them (the
+/// `BOLT-INFO: N out of M functions in the binary ...` lines perf2bolt prints at the end).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FunctionStats {
+    /// Functions in the binary, PLT entries excluded (the PLT header's pseudo function counts).
+    pub functions: u64,
+    /// Profiled functions BOLT could optimize (simple ones, and in BAT mode the hot fragment
+    /// of a function BOLT split, whose original is known to be simple).
+    pub profiled: u64,
+    /// Profiled functions BOLT could not optimize (no CFG).
+    pub not_optimizable: u64,
+}
+
+impl FunctionStats {
+    /// perf2bolt's wording of these counts: the `N out of M functions` line, and the
+    /// `could not be optimized` line when there are such functions.
+    pub fn report_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "BOLT-INFO: {} out of {} functions in the binary ({:.1}%) have non-empty execution profile",
+            self.profiled,
+            self.functions,
+            // BOLT computes the ratio in single precision.
+            f64::from(self.profiled as f32 / self.functions as f32 * 100.0f32)
+        )];
+        if self.not_optimizable > 0 {
+            lines.push(format!(
+                "BOLT-INFO: {} function{} with profile could not be optimized",
+                self.not_optimizable,
+                if self.not_optimizable == 1 { "" } else { "s" }
+            ));
+        }
+        lines
+    }
+}
+
 /// The binary with lazily built CFGs.
 pub struct Aggregator<'a, 'data> {
     image: &'a Image<'data>,
@@ -146,6 +207,45 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }
         self.bat = Some(bat);
         self
+    }
+
+    /// BOLT's count of profiled functions, `profiled` being indexed like [`Image::functions`]
+    /// (see [`BranchProfile::profiled_functions`]). Builds the CFG of every profiled function.
+    pub fn function_stats(&self, profiled: &[bool]) -> FunctionStats {
+        let funcs = self.image.functions();
+        let classes: Vec<Option<bool>> = (0..funcs.len())
+            .into_par_iter()
+            .map(|i| {
+                let f = &funcs[i];
+                // PLT entries are left out; the PLT header's pseudo function is not a PLT
+                // function for BOLT: counted, never optimizable.
+                let plt_header = f.name().starts_with("__BOLT_PSEUDO_");
+                if f.kind == FunctionKind::Plt && !plt_header {
+                    return None;
+                }
+                if !profiled.get(i).copied().unwrap_or(false) || plt_header {
+                    return Some(false);
+                }
+                let hot_split_parent = self.bat.is_some_and(|b| {
+                    b.function(f.address)
+                        .is_some_and(|bf| !bf.cold_fragments.is_empty())
+                });
+                Some(hot_split_parent || self.cfg(i).simple)
+            })
+            .collect();
+        let mut stats = FunctionStats::default();
+        for (i, c) in classes.into_iter().enumerate() {
+            let Some(optimizable) = c else { continue };
+            stats.functions += 1;
+            if profiled.get(i).copied().unwrap_or(false) {
+                if optimizable {
+                    stats.profiled += 1;
+                } else {
+                    stats.not_optimizable += 1;
+                }
+            }
+        }
+        stats
     }
 
     /// Whether aggregation runs in BAT mode.

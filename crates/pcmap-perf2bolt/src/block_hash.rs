@@ -93,6 +93,8 @@ pub struct Stats {
     /// Instructions without a table entry or with an operand the tables do not describe (their
     /// hashes use a deterministic fallback and are likely wrong).
     pub unknown: usize,
+    /// The first such instruction's form, for diagnostics.
+    pub first_unknown: Option<(iced_x86::Code, bool)>,
 }
 
 /// What block hashing needs to know about the whole binary (symbols, relocations); build once
@@ -220,7 +222,9 @@ fn hash_16_bytes(low: u64, high: u64) -> u64 {
     b.wrapping_mul(K)
 }
 
-fn lookup(code: u16, mem: bool) -> Option<&'static (u16, bool, &'static str, &'static [Op])> {
+type Entry = (u16, bool, &'static str, &'static str, &'static [Op]);
+
+fn lookup(code: u16, mem: bool) -> Option<&'static Entry> {
     let i = INSNS.partition_point(|e| (e.0, e.1) < (code, mem));
     INSNS.get(i).filter(|e| e.0 == code && e.1 == mem)
 }
@@ -344,16 +348,20 @@ fn is_nop(name: &str) -> bool {
     name.starts_with("NOOP") || name == "NOP"
 }
 
-/// The packed `BlendedBlockHash` of every block of `func` (index = block index in `cfg`), as
-/// perf2bolt 22 writes it into YAML profiles with `hash-func: xxh3`; empty when the CFG has no
-/// blocks. `cfg` must be [`crate::cfg::build`]'s CFG of `func`.
-pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u64>, Stats) {
-    let mut stats = Stats::default();
+/// The strings BOLT hashes for every block of `func`: the InstrHash input (`hashBlock` with
+/// operands) and the OpcodeHash input (`hashBlockLoose`), for diagnostics and for
+/// [`block_hashes`]. Empty when the CFG has no blocks.
+pub fn hash_inputs(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &Cfg,
+    stats: &mut Stats,
+) -> Vec<(Vec<u8>, String)> {
     if cfg.blocks.is_empty() {
-        return (Vec::new(), stats);
+        return Vec::new();
     }
     let Some(bytes) = ctx.image.code_bytes(func.address, func.size) else {
-        return (Vec::new(), stats);
+        return Vec::new();
     };
     let mut decoder = Decoder::with_ip(64, bytes, func.address, DecoderOptions::NONE);
     let mut decoded = Vec::with_capacity(cfg.insns.len());
@@ -361,33 +369,32 @@ pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u
         decoded.push(decoder.decode());
     }
     let jump_tables = jump_table_bases(&decoded);
-
-    let n = cfg.blocks.len();
-    let mut opcode_hashes = vec![0u64; n];
-    let mut packed = vec![0u64; n];
-    let mut instr = Vec::new();
+    let mut out = Vec::with_capacity(cfg.blocks.len());
     let mut mnemonics: Vec<&str> = Vec::new();
-    for (bi, b) in cfg.blocks.iter().enumerate() {
-        instr.clear();
+    for b in &cfg.blocks {
+        let mut instr = Vec::new();
         mnemonics.clear();
         for k in b.first_insn..b.end_insn {
             let insn = &cfg.insns[k as usize];
             let Some(ins) = decoded.get(k as usize) else {
                 break;
             };
-            let names = match hash::opcode_name(insn) {
-                Ok(Some(names)) => names,
-                Ok(None) => continue, // direct unconditional jump
-                Err(code) => {
+            let entry = lookup(insn.code as u16, insn.has_mem);
+            let names = match (hash::opcode_name(insn), entry) {
+                (Ok(Some(names)), _) => names,
+                (Ok(None), _) => continue, // direct unconditional jump
+                // Forms the function-hash table lacks: this table's names (same source).
+                (Err(_), Some(e)) => e.2,
+                (Err(code), None) => {
                     stats.insns += 1;
                     stats.unknown += 1;
+                    stats.first_unknown.get_or_insert((code, insn.has_mem));
                     instr.extend_from_slice(format!("{code:?}").as_bytes());
                     continue;
                 }
             };
-            let entry = lookup(insn.code as u16, insn.has_mem);
             let parts: Vec<&str> = names.split(' ').collect();
-            let mnems: Vec<&str> = entry.map_or_else(Vec::new, |e| e.2.split(' ').collect());
+            let mnems: Vec<&str> = entry.map_or_else(Vec::new, |e| e.3.split(' ').collect());
             stats.insns += 1;
             let mut known = entry.is_some() && mnems.len() == parts.len();
             for (pi, part) in parts.iter().enumerate() {
@@ -404,17 +411,36 @@ pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u
                     mnemonics.push(m);
                 }
                 if let (true, Some(e)) = (last, entry) {
-                    known &= hash_operands(ctx, func, &jump_tables, ins, e.3, &mut instr);
+                    known &= hash_operands(ctx, func, &jump_tables, ins, e.4, &mut instr);
                 }
             }
             if !known {
                 stats.unknown += 1;
+                stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
             }
         }
-        let instr_hash = xxhash_rust::xxh3::xxh3_64(&instr);
         mnemonics.sort_unstable();
         mnemonics.dedup();
-        let loose: String = mnemonics.concat();
+        out.push((instr, mnemonics.concat()));
+    }
+    out
+}
+
+/// The packed `BlendedBlockHash` of every block of `func` (index = block index in `cfg`), as
+/// perf2bolt 22 writes it into YAML profiles with `hash-func: xxh3`; empty when the CFG has no
+/// blocks. `cfg` must be [`crate::cfg::build`]'s CFG of `func`; `ctx` is the binary's
+/// [`Context`] (build it once per binary).
+pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u64>, Stats) {
+    let mut stats = Stats::default();
+    let inputs = hash_inputs(ctx, func, cfg, &mut stats);
+    if inputs.len() != cfg.blocks.len() {
+        return (Vec::new(), stats);
+    }
+    let n = cfg.blocks.len();
+    let mut opcode_hashes = vec![0u64; n];
+    let mut packed = vec![0u64; n];
+    for (bi, (b, (instr, loose))) in cfg.blocks.iter().zip(&inputs).enumerate() {
+        let instr_hash = xxhash_rust::xxh3::xxh3_64(instr);
         let opcode_hash = xxhash_rust::xxh3::xxh3_64(loose.as_bytes());
         opcode_hashes[bi] = opcode_hash;
         packed[bi] =

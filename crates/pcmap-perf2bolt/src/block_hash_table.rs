@@ -263,578 +263,1006 @@ pub static REGISTERS: &[u16] = &[
     65535, // DontUseFF
 ];
 
-/// `(iced_x86::Code as u16, has memory operand, AT&T mnemonics, MCInst operands)`, sorted;
-/// prefixes LLVM decodes as instructions of their own come first in the mnemonics (they have
-/// no operands); the operands are those of the last MCInst.
-pub static INSNS: &[(u16, bool, &str, &[Op])] = &[
-    (5, true, "addb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // ADD8mr
-    (6, true, "addw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // ADD16mr
-    (7, false, "addl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ADD32rr
-    (7, true, "addl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // ADD32mr
-    (8, false, "addq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ADD64rr
-    (8, true, "addq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // ADD64mr
-    (9, true, "addb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADD8rm
-    (11, true, "addl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADD32rm
-    (12, true, "addq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADD64rm
-    (14, false, "addw", &[Op::Imm(1, Ext::Raw)]), // ADD16i16
-    (15, false, "addl", &[Op::Imm(1, Ext::Raw)]), // ADD32i32
-    (16, false, "addq", &[Op::Imm(1, Ext::Raw)]), // ADD64i32
-    (21, false, "orb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // OR8rr
-    (21, true, "orb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // OR8mr
-    (23, false, "orl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // OR32rr
-    (23, true, "orl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // OR32mr
-    (24, false, "orq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // OR64rr
-    (24, true, "orq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // OR64mr
-    (25, true, "orb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // OR8rm
-    (26, true, "orw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // OR16rm
-    (27, true, "orl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // OR32rm
-    (28, true, "orq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // OR64rm
-    (29, false, "orb", &[Op::Imm(1, Ext::S8)]), // OR8i8
-    (30, false, "orw", &[Op::Imm(1, Ext::Raw)]), // OR16i16
-    (31, false, "orl", &[Op::Imm(1, Ext::Raw)]), // OR32i32
-    (32, false, "orq", &[Op::Imm(1, Ext::Raw)]), // OR64i32
-    (39, false, "adcq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ADC64rr
-    (52, false, "sbbb", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // SBB8rr
-    (53, false, "sbbw", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // SBB16rr
-    (54, false, "sbbl", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // SBB32rr
-    (55, false, "sbbq", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // SBB64rr
-    (62, false, "sbbl", &[Op::Imm(1, Ext::Raw)]), // SBB32i32
-    (68, false, "andb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // AND8rr
-    (68, true, "andb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // AND8mr
-    (70, false, "andl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // AND32rr
-    (70, true, "andl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // AND32mr
-    (71, false, "andq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // AND64rr
-    (71, true, "andq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // AND64mr
-    (72, true, "andb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // AND8rm
-    (73, true, "andw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // AND16rm
-    (74, true, "andl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // AND32rm
-    (75, true, "andq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // AND64rm
-    (76, false, "andb", &[Op::Imm(1, Ext::Raw)]), // AND8i8
-    (77, false, "andw", &[Op::Imm(1, Ext::Raw)]), // AND16i16
-    (78, false, "andl", &[Op::Imm(1, Ext::Raw)]), // AND32i32
-    (79, false, "andq", &[Op::Imm(1, Ext::Raw)]), // AND64i32
-    (83, false, "subl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // SUB32rr
-    (83, true, "subl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // SUB32mr
-    (84, false, "subq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // SUB64rr
-    (84, true, "subq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // SUB64mr
-    (85, true, "subb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SUB8rm
-    (87, true, "subl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SUB32rm
-    (88, true, "subq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SUB64rm
-    (89, false, "subb", &[Op::Imm(1, Ext::Raw)]), // SUB8i8
-    (90, false, "subw", &[Op::Imm(1, Ext::Raw)]), // SUB16i16
-    (91, false, "subl", &[Op::Imm(1, Ext::Raw)]), // SUB32i32
-    (92, false, "subq", &[Op::Imm(1, Ext::Raw)]), // SUB64i32
-    (94, false, "xorb", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // XOR8rr
-    (95, false, "xorw", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // XOR16rr
-    (96, false, "xorl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // XOR32rr
-    (96, true, "xorl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // XOR32mr
-    (97, false, "xorq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // XOR64rr
-    (97, true, "xorq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // XOR64mr
-    (98, true, "xorb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XOR8rm
-    (99, true, "xorw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XOR16rm
-    (100, true, "xorl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XOR32rm
-    (101, true, "xorq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XOR64rm
-    (102, false, "xorb", &[Op::Imm(1, Ext::S8)]), // XOR8i8
-    (104, false, "xorl", &[Op::Imm(1, Ext::Raw)]), // XOR32i32
-    (107, false, "cmpb", &[Op::Reg(0), Op::Reg(1)]), // CMP8rr
-    (107, true, "cmpb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // CMP8mr
-    (108, false, "cmpw", &[Op::Reg(0), Op::Reg(1)]), // CMP16rr
-    (108, true, "cmpw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // CMP16mr
-    (109, false, "cmpl", &[Op::Reg(0), Op::Reg(1)]), // CMP32rr
-    (109, true, "cmpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // CMP32mr
-    (110, false, "cmpq", &[Op::Reg(0), Op::Reg(1)]), // CMP64rr
-    (110, true, "cmpq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // CMP64mr
-    (111, true, "cmpb", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CMP8rm
-    (112, true, "cmpw", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CMP16rm
-    (113, true, "cmpl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CMP32rm
-    (114, true, "cmpq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CMP64rm
-    (115, false, "cmpb", &[Op::Imm(1, Ext::Raw)]), // CMP8i8
-    (116, false, "cmpw", &[Op::Imm(1, Ext::Raw)]), // CMP16i16
-    (117, false, "cmpl", &[Op::Imm(1, Ext::Raw)]), // CMP32i32
-    (118, false, "cmpq", &[Op::Imm(1, Ext::Raw)]), // CMP64i32
-    (126, false, "pushq", &[Op::Reg(0)]), // PUSH64r
-    (129, false, "popq", &[Op::Reg(0)]), // POP64r
-    (140, false, "movslq", &[Op::Reg(0), Op::Reg(1)]), // MOVSX64rr32
-    (140, true, "movslq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSX64rm32
-    (143, false, "pushq", &[Op::Imm(0, Ext::Raw)]), // PUSH64i32
-    (144, false, "imulw", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]), // IMUL16rri
-    (145, false, "imull", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // IMUL32rri
-    (145, true, "imull", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]), // IMUL32rmi
-    (146, false, "imulq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // IMUL64rri32
-    (146, true, "imulq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]), // IMUL64rmi32
-    (149, false, "pushq", &[Op::Imm(0, Ext::Raw)]), // PUSH64i8
-    (151, false, "imull", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // IMUL32rri8
-    (151, true, "imull", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]), // IMUL32rmi8
-    (152, false, "imulq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // IMUL64rri8
-    (152, true, "imulq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]), // IMUL64rmi8
-    (161, false, "jo", &[Op::Branch(0), Op::Const(0)]), // JCC_1
-    (164, false, "jno", &[Op::Branch(0), Op::Const(1)]), // JCC_1
-    (167, false, "jb", &[Op::Branch(0), Op::Const(2)]), // JCC_1
-    (170, false, "jae", &[Op::Branch(0), Op::Const(3)]), // JCC_1
-    (173, false, "je", &[Op::Branch(0), Op::Const(4)]), // JCC_1
-    (176, false, "jne", &[Op::Branch(0), Op::Const(5)]), // JCC_1
-    (179, false, "jbe", &[Op::Branch(0), Op::Const(6)]), // JCC_1
-    (182, false, "ja", &[Op::Branch(0), Op::Const(7)]), // JCC_1
-    (185, false, "js", &[Op::Branch(0), Op::Const(8)]), // JCC_1
-    (188, false, "jns", &[Op::Branch(0), Op::Const(9)]), // JCC_1
-    (191, false, "jp", &[Op::Branch(0), Op::Const(10)]), // JCC_1
-    (194, false, "jnp", &[Op::Branch(0), Op::Const(11)]), // JCC_1
-    (197, false, "jl", &[Op::Branch(0), Op::Const(12)]), // JCC_1
-    (200, false, "jge", &[Op::Branch(0), Op::Const(13)]), // JCC_1
-    (203, false, "jle", &[Op::Branch(0), Op::Const(14)]), // JCC_1
-    (206, false, "jg", &[Op::Branch(0), Op::Const(15)]), // JCC_1
-    (207, true, "addb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]), // ADD8mi
-    (208, false, "orb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // OR8ri
-    (208, true, "orb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR8mi
-    (210, false, "sbbb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]), // SBB8ri
-    (211, false, "andb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]), // AND8ri
-    (211, true, "andb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::S8)]), // AND8mi
-    (212, false, "subb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SUB8ri
-    (212, true, "subb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SUB8mi
-    (213, false, "xorb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]), // XOR8ri
-    (213, true, "xorb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::S8)]), // XOR8mi
-    (214, false, "cmpb", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP8ri
-    (214, true, "cmpb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP8mi
-    (215, false, "addw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADD16ri
-    (216, false, "addl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADD32ri
-    (216, true, "addl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // ADD32mi
-    (217, false, "addq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADD64ri32
-    (217, true, "addq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // ADD64mi32
-    (218, false, "orw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // OR16ri
-    (218, true, "orw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR16mi
-    (219, false, "orl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // OR32ri
-    (219, true, "orl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR32mi
-    (220, false, "orq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // OR64ri32
-    (220, true, "orq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR64mi32
-    (225, false, "sbbl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SBB32ri
-    (227, false, "andw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // AND16ri
-    (227, true, "andw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // AND16mi
-    (228, false, "andl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // AND32ri
-    (228, true, "andl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // AND32mi
-    (229, false, "andq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // AND64ri32
-    (229, true, "andq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // AND64mi32
-    (230, false, "subw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SUB16ri
-    (231, false, "subl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SUB32ri
-    (231, true, "subl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SUB32mi
-    (232, false, "subq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SUB64ri32
-    (232, true, "subq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SUB64mi32
-    (234, false, "xorl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // XOR32ri
-    (236, false, "cmpw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP16ri
-    (236, true, "cmpw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP16mi
-    (237, false, "cmpl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP32ri
-    (237, true, "cmpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP32mi
-    (238, false, "cmpq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP64ri32
-    (238, true, "cmpq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP64mi32
-    (247, true, "addw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // ADD16mi8
-    (248, false, "addl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADD32ri8
-    (248, true, "addl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]), // ADD32mi8
-    (249, false, "addq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADD64ri8
-    (249, true, "addq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]), // ADD64mi8
-    (250, true, "orw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR16mi8
-    (251, false, "orl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // OR32ri8
-    (251, true, "orl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR32mi8
-    (252, false, "orq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // OR64ri8
-    (252, true, "orq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // OR64mi8
-    (254, false, "adcl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADC32ri8
-    (255, false, "adcq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ADC64ri8
-    (257, false, "sbbl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SBB32ri8
-    (257, true, "sbbl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SBB32mi8
-    (258, false, "sbbq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SBB64ri8
-    (260, false, "andl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // AND32ri8
-    (260, true, "andl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // AND32mi8
-    (261, false, "andq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // AND64ri8
-    (261, true, "andq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // AND64mi8
-    (263, false, "subl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SUB32ri8
-    (263, true, "subl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]), // SUB32mi8
-    (264, false, "subq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SUB64ri8
-    (264, true, "subq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SUB64mi8
-    (266, false, "xorl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // XOR32ri8
-    (266, true, "xorl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // XOR32mi8
-    (267, false, "xorq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // XOR64ri8
-    (268, false, "cmpw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP16ri8
-    (268, true, "cmpw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP16mi8
-    (269, false, "cmpl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP32ri8
-    (269, true, "cmpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP32mi8
-    (270, false, "cmpq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // CMP64ri8
-    (270, true, "cmpq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // CMP64mi8
-    (271, false, "testb", &[Op::Reg(0), Op::Reg(0)]), // TEST8rr
-    (272, false, "testw", &[Op::Reg(0), Op::Reg(0)]), // TEST16rr
-    (273, false, "testl", &[Op::Reg(0), Op::Reg(0)]), // TEST32rr
-    (274, false, "testq", &[Op::Reg(0), Op::Reg(0)]), // TEST64rr
-    (275, true, "xchgb", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XCHG8rm
-    (277, true, "xchgl", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XCHG32rm
-    (279, false, "movb", &[Op::Reg(0), Op::Reg(1)]), // MOV8rr
-    (279, true, "movb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOV8mr
-    (280, true, "movw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOV16mr
-    (281, false, "movl", &[Op::Reg(0), Op::Reg(1)]), // MOV32rr
-    (281, true, "movl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOV32mr
-    (282, false, "movq", &[Op::Reg(0), Op::Reg(1)]), // MOV64rr
-    (282, true, "movq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOV64mr
-    (283, true, "movb", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOV8rm
-    (285, true, "movl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOV32rm
-    (286, true, "movq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOV64rm
-    (291, true, "leal", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // LEA64_32r
-    (292, true, "leaq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // LEA64r
-    (299, false, "nop", &[]), // NOOP
-    (300, false, "nop", &[]), // NOOP
-    (307, false, "cwtl", &[]), // CWDE
-    (308, false, "cltq", &[]), // CDQE
-    (310, false, "cltd", &[]), // CDQ
-    (311, false, "cqto", &[]), // CQO
-    (331, false, "movsb", &[Op::Const(55), Op::Const(60), Op::Const(0)]), // MOVSB
-    (333, false, "movsl", &[Op::Const(55), Op::Const(60), Op::Const(0)]), // MOVSL
-    (334, false, "movsq", &[Op::Const(55), Op::Const(60), Op::Const(0)]), // MOVSQ
-    (339, false, "testb", &[Op::Imm(1, Ext::Raw)]), // TEST8i8
-    (340, false, "testw", &[Op::Imm(1, Ext::Raw)]), // TEST16i16
-    (341, false, "testl", &[Op::Imm(1, Ext::Raw)]), // TEST32i32
-    (342, false, "testq", &[Op::Imm(1, Ext::Raw)]), // TEST64i32
-    (345, false, "stosl%eax,", &[Op::Const(55)]), // STOSL
-    (346, false, "stosq%rax,", &[Op::Const(55)]), // STOSQ
-    (356, false, "movw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // MOV16ri
-    (357, false, "movl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // MOV32ri
-    (358, false, "movabsq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // MOV64ri
-    (363, true, "shlb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SHL8mi
-    (364, false, "shrb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SHR8ri
-    (366, false, "sarb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SAR8ri
-    (367, false, "rolw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ROL16ri
-    (368, false, "roll", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ROL32ri
-    (369, false, "rolq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ROL64ri
-    (371, false, "rorl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ROR32ri
-    (371, true, "rorl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // ROR32mi
-    (372, false, "rorq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // ROR64ri
-    (380, false, "shll", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SHL32ri
-    (380, true, "shll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SHL32mi
-    (381, false, "shlq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SHL64ri
-    (381, true, "shlq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SHL64mi
-    (382, false, "shrw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SHR16ri
-    (383, false, "shrl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SHR32ri
-    (383, true, "shrl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SHR32mi
-    (384, false, "shrq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SHR64ri
-    (384, true, "shrq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SHR64mi
-    (388, false, "sarw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SAR16ri
-    (389, false, "sarl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SAR32ri
-    (389, true, "sarl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // SAR32mi
-    (390, false, "sarq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // SAR64ri
-    (396, false, "retq", &[]), // RET64
-    (401, true, "movb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]), // MOV8mi
-    (403, true, "movw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // MOV16mi
-    (404, true, "movl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // MOV32mi
-    (405, false, "movq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // MOV64ri32
-    (405, true, "movq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // MOV64mi32
-    (413, false, "leave", &[]), // LEAVE64
-    (420, false, "int3", &[]), // INT3
-    (431, false, "shrb", &[Op::Reg(0), Op::Reg(0)]), // SHR8r1
-    (435, false, "roll", &[Op::Reg(0), Op::Reg(0)]), // ROL32r1
-    (447, true, "shll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHL32m1
-    (448, true, "shlq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHL64m1
-    (449, false, "shrw", &[Op::Reg(0), Op::Reg(0)]), // SHR16r1
-    (449, true, "shrw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHR16m1
-    (450, false, "shrl", &[Op::Reg(0), Op::Reg(0)]), // SHR32r1
-    (450, true, "shrl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHR32m1
-    (451, false, "shrq", &[Op::Reg(0), Op::Reg(0)]), // SHR64r1
-    (451, true, "shrq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHR64m1
-    (456, false, "sarl", &[Op::Reg(0), Op::Reg(0)]), // SAR32r1
-    (456, true, "sarl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SAR32m1
-    (457, false, "sarq", &[Op::Reg(0), Op::Reg(0)]), // SAR64r1
-    (468, false, "rolq%cl,", &[Op::Reg(0), Op::Reg(0)]), // ROL64rCL
-    (479, false, "shll%cl,", &[Op::Reg(0), Op::Reg(0)]), // SHL32rCL
-    (480, false, "shlq%cl,", &[Op::Reg(0), Op::Reg(0)]), // SHL64rCL
-    (480, true, "shlq%cl,", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHL64mCL
-    (482, false, "shrl%cl,", &[Op::Reg(0), Op::Reg(0)]), // SHR32rCL
-    (483, false, "shrq%cl,", &[Op::Reg(0), Op::Reg(0)]), // SHR64rCL
-    (483, true, "shrq%cl,", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SHR64mCL
-    (488, false, "sarl%cl,", &[Op::Reg(0), Op::Reg(0)]), // SAR32rCL
-    (489, false, "sarq%cl,", &[Op::Reg(0), Op::Reg(0)]), // SAR64rCL
-    (494, true, "fadds", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADD_F32m
-    (495, true, "fmuls", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MUL_F32m
-    (502, false, "fadd", &[Op::Reg(1)]), // ADD_FST0r
-    (503, false, "fmul", &[Op::Reg(1)]), // MUL_FST0r
-    (510, true, "flds", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // LD_F32m
-    (512, true, "fstps", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ST_FP32m
-    (515, true, "fldcw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // FLDCW16m
-    (520, true, "fnstcw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // FNSTCW16m
-    (522, false, "fld", &[Op::Reg(0)]), // LD_Frr
-    (523, false, "fxch", &[Op::Reg(1)]), // XCH_F
-    (526, false, "fchs", &[]), // CHS_F
-    (536, false, "fldz", &[]), // LD_F0
-    (563, false, "fcmovbe", &[Op::Reg(1)]), // CMOVBE_F
-    (566, true, "fildl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ILD_F32m
-    (570, true, "fldt", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // LD_F80m
-    (571, true, "fstpt", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ST_FP80m
-    (574, false, "fcmovnbe", &[Op::Reg(1)]), // CMOVNBE_F
-    (587, false, "fucomi", &[Op::Reg(1)]), // UCOM_FIr
-    (588, false, "fcomi", &[Op::Reg(1)]), // COM_FIr
-    (589, true, "faddl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADD_F64m
-    (598, false, "fmul%st,", &[Op::Reg(0)]), // MUL_FrST0
-    (601, false, "fsub%st,", &[Op::Reg(0)]), // SUBR_FrST0
-    (605, true, "fldl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // LD_F64m
-    (607, true, "fstl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ST_F64m
-    (608, true, "fstpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ST_FP64m
-    (620, false, "fstp", &[Op::Reg(0)]), // ST_FPrr
-    (631, false, "faddp%st,", &[Op::Reg(0)]), // ADD_FPrST0
-    (632, false, "fmulp%st,", &[Op::Reg(0)]), // MUL_FPrST0
-    (636, false, "fsubrp%st,", &[Op::Reg(0)]), // SUB_FPrST0
-    (637, false, "fdivp%st,", &[Op::Reg(0)]), // DIVR_FPrST0
-    (638, false, "fdivrp%st,", &[Op::Reg(0)]), // DIV_FPrST0
-    (644, true, "fildll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ILD_F64m
-    (646, true, "fistpll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // IST_FP64m
-    (655, false, "fucompi", &[Op::Reg(1)]), // UCOM_FIPr
-    (656, false, "fcompi", &[Op::Reg(1)]), // COM_FIPr
-    (693, false, "callq", &[Op::Branch(0)]), // CALL64pcrel32
-    (696, false, "jmp", &[Op::Branch(0)]), // JMP_4
-    (701, false, "jmp", &[Op::Branch(0)]), // JMP_1
-    (709, false, "hlt", &[]), // HLT
-    (711, false, "testb", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // TEST8ri
-    (711, true, "testb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // TEST8mi
-    (713, true, "notb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NOT8m
-    (714, false, "negb", &[Op::Reg(0), Op::Reg(0)]), // NEG8r
-    (717, false, "divb", &[Op::Reg(0)]), // DIV8r
-    (717, true, "divb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // DIV8m
-    (719, false, "testw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // TEST16ri
-    (719, true, "testw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // TEST16mi
-    (720, false, "testl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // TEST32ri
-    (720, true, "testl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // TEST32mi
-    (721, false, "testq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // TEST64ri32
-    (721, true, "testq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]), // TEST64mi32
-    (725, true, "notw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NOT16m
-    (726, false, "notl", &[Op::Reg(0), Op::Reg(0)]), // NOT32r
-    (726, true, "notl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NOT32m
-    (727, false, "notq", &[Op::Reg(0), Op::Reg(0)]), // NOT64r
-    (729, false, "negl", &[Op::Reg(0), Op::Reg(0)]), // NEG32r
-    (729, true, "negl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NEG32m
-    (730, false, "negq", &[Op::Reg(0), Op::Reg(0)]), // NEG64r
-    (730, true, "negq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NEG64m
-    (733, false, "mulq", &[Op::Reg(0)]), // MUL64r
-    (733, true, "mulq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MUL64m
-    (736, false, "imulq", &[Op::Reg(0)]), // IMUL64r
-    (738, false, "divl", &[Op::Reg(0)]), // DIV32r
-    (738, true, "divl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // DIV32m
-    (739, false, "divq", &[Op::Reg(0)]), // DIV64r
-    (739, true, "divq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // DIV64m
-    (741, false, "idivl", &[Op::Reg(0)]), // IDIV32r
-    (741, true, "idivl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // IDIV32m
-    (742, false, "idivq", &[Op::Reg(0)]), // IDIV64r
-    (742, true, "idivq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // IDIV64m
-    (752, false, "incl", &[Op::Reg(0), Op::Reg(0)]), // INC32r
-    (753, false, "incq", &[Op::Reg(0), Op::Reg(0)]), // INC64r
-    (755, false, "decl", &[Op::Reg(0), Op::Reg(0)]), // DEC32r
-    (756, true, "decq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // DEC64m
-    (759, false, "callq*", &[Op::Reg(0)]), // CALL64r
-    (759, true, "callq*", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CALL64m
-    (765, false, "jmpq*", &[Op::Reg(0)]), // JMP64r
-    (765, true, "jmpq*", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // JMP64m
-    (771, true, "pushq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PUSH64rmm
-    (879, false, "ud2", &[]), // TRAP
-    (893, true, "movups", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVUPSrm
-    (905, true, "movss", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSSrm
-    (910, true, "movsd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSDrm
-    (915, true, "movups", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOVUPSmr
-    (927, true, "movss", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOVSSmr
-    (932, true, "movsd", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOVSDmr
-    (937, false, "movhlps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // MOVHLPSrr
-    (991, true, "movhps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVHPSrm
-    (1033, true, "prefetchnta", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PREFETCHNTA
-    (1034, true, "prefetcht0", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PREFETCHT0
-    (1054, false, "endbr64", &[]), // ENDBR64
-    (1056, true, "nopw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NOOPW
-    (1057, true, "nopl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // NOOPL
-    (1069, false, "movaps", &[Op::Reg(0), Op::Reg(1)]), // MOVAPSrr
-    (1069, true, "movaps", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVAPSrm
-    (1075, false, "movapd", &[Op::Reg(0), Op::Reg(1)]), // MOVAPDrr
-    (1081, true, "movaps", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOVAPSmr
-    (1095, false, "cvtsi2ss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // CVTSI2SSrr_Int
-    (1096, false, "cvtsi2ss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // CVTSI642SSrr_Int
-    (1101, false, "cvtsi2sd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // CVTSI2SDrr_Int
-    (1102, false, "cvtsi2sd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // CVTSI642SDrr_Int
-    (1124, false, "cvttss2si", &[Op::Reg(0), Op::Reg(1)]), // CVTTSS2SI64rr_Int
-    (1129, false, "cvttsd2si", &[Op::Reg(0), Op::Reg(1)]), // CVTTSD2SIrr_Int
-    (1130, false, "cvttsd2si", &[Op::Reg(0), Op::Reg(1)]), // CVTTSD2SI64rr_Int
-    (1149, false, "ucomiss", &[Op::Reg(0), Op::Reg(1)]), // UCOMISSrr
-    (1152, false, "ucomisd", &[Op::Reg(0), Op::Reg(1)]), // UCOMISDrr
-    (1152, true, "ucomisd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // UCOMISDrm
-    (1155, false, "comiss", &[Op::Reg(0), Op::Reg(1)]), // COMISSrr
-    (1155, true, "comiss", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // COMISSrm
-    (1156, false, "comisd", &[Op::Reg(0), Op::Reg(1)]), // COMISDrr
-    (1156, true, "comisd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // COMISDrm
-    (1176, false, "cmovbl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(2)]), // CMOV32rr
-    (1177, false, "cmovbq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(2)]), // CMOV64rr
-    (1177, true, "cmovbq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(2)]), // CMOV64rm
-    (1179, false, "cmovael", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(3)]), // CMOV32rr
-    (1180, false, "cmovaeq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(3)]), // CMOV64rr
-    (1180, true, "cmovaeq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(3)]), // CMOV64rm
-    (1182, false, "cmovel", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(4)]), // CMOV32rr
-    (1182, true, "cmovel", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]), // CMOV32rm
-    (1183, false, "cmoveq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(4)]), // CMOV64rr
-    (1183, true, "cmoveq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]), // CMOV64rm
-    (1185, false, "cmovnel", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(5)]), // CMOV32rr
-    (1185, true, "cmovnel", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]), // CMOV32rm
-    (1186, false, "cmovneq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(5)]), // CMOV64rr
-    (1186, true, "cmovneq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]), // CMOV64rm
-    (1188, false, "cmovbel", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(6)]), // CMOV32rr
-    (1189, false, "cmovbeq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(6)]), // CMOV64rr
-    (1191, false, "cmoval", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(7)]), // CMOV32rr
-    (1191, true, "cmoval", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(7)]), // CMOV32rm
-    (1192, false, "cmovaq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(7)]), // CMOV64rr
-    (1194, false, "cmovsl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(8)]), // CMOV32rr
-    (1195, false, "cmovsq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(8)]), // CMOV64rr
-    (1195, true, "cmovsq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(8)]), // CMOV64rm
-    (1197, false, "cmovnsl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(9)]), // CMOV32rr
-    (1197, true, "cmovnsl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(9)]), // CMOV32rm
-    (1198, false, "cmovnsq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(9)]), // CMOV64rr
-    (1206, false, "cmovll", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(12)]), // CMOV32rr
-    (1206, true, "cmovll", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(12)]), // CMOV32rm
-    (1207, false, "cmovlq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(12)]), // CMOV64rr
-    (1207, true, "cmovlq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(12)]), // CMOV64rm
-    (1209, false, "cmovgel", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(13)]), // CMOV32rr
-    (1210, false, "cmovgeq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(13)]), // CMOV64rr
-    (1212, false, "cmovlel", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(14)]), // CMOV32rr
-    (1212, true, "cmovlel", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(14)]), // CMOV32rm
-    (1213, false, "cmovleq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(14)]), // CMOV64rr
-    (1213, true, "cmovleq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(14)]), // CMOV64rm
-    (1215, false, "cmovgl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(15)]), // CMOV32rr
-    (1216, false, "cmovgq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(15)]), // CMOV64rr
-    (1216, true, "cmovgq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(15)]), // CMOV64rm
-    (1294, false, "andpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ANDPDrr
-    (1294, true, "andpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ANDPDrm
-    (1306, false, "andnpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ANDNPDrr
-    (1318, false, "orpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ORPDrr
-    (1324, false, "xorps", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // XORPSrr
-    (1324, true, "xorps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XORPSrm
-    (1330, false, "xorpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // XORPDrr
-    (1330, true, "xorpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // XORPDrm
-    (1348, false, "addss", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // ADDSSrr_Int
-    (1348, true, "addss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADDSSrm_Int
-    (1351, false, "addsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // ADDSDrr_Int
-    (1351, true, "addsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // ADDSDrm_Int
-    (1366, false, "mulss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // MULSSrr_Int
-    (1366, true, "mulss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MULSSrm_Int
-    (1369, false, "mulsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // MULSDrr_Int
-    (1369, true, "mulsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MULSDrm_Int
-    (1384, false, "cvtss2sd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // CVTSS2SDrr_Int
-    (1384, true, "cvtss2sd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CVTSS2SDrm_Int
-    (1387, false, "cvtsd2ss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // CVTSD2SSrr_Int
-    (1387, true, "cvtsd2ss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // CVTSD2SSrm_Int
-    (1423, false, "subss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // SUBSSrr_Int
-    (1423, true, "subss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SUBSSrm_Int
-    (1426, false, "subsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // SUBSDrr_Int
-    (1426, true, "subsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // SUBSDrm_Int
-    (1441, true, "minss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MINSSrm_Int
-    (1444, true, "minsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MINSDrm_Int
-    (1459, false, "divss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // DIVSSrr_Int
-    (1459, true, "divss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // DIVSSrm_Int
-    (1462, false, "divsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // DIVSDrr_Int
-    (1462, true, "divsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // DIVSDrm_Int
-    (1477, true, "maxss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MAXSSrm_Int
-    (1480, true, "maxsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MAXSDrm_Int
-    (1484, false, "punpcklbw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKLBWrr
-    (1491, false, "punpcklwd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKLWDrr
-    (1498, false, "punpckldq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKLDQrr
-    (1512, false, "pcmpgtb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PCMPGTBrr
-    (1519, false, "pcmpgtw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PCMPGTWrr
-    (1533, false, "packuswb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PACKUSWBrr
-    (1540, false, "punpckhbw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKHBWrr
-    (1547, false, "punpckhwd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKHWDrr
-    (1554, false, "punpckhdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKHDQrr
-    (1567, false, "punpcklqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PUNPCKLQDQrr
-    (1573, false, "punpckhqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // PUNPCKHQDQrr
-    (1581, false, "movd", &[Op::Reg(0), Op::Reg(1)]), // MOVDI2PDIrr
-    (1581, true, "movd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVDI2PDIrm
-    (1582, false, "movq", &[Op::Reg(0), Op::Reg(1)]), // MOV64toPQIrr
-    (1588, false, "movdqa", &[Op::Reg(0), Op::Reg(1)]), // MOVDQArr
-    (1588, true, "movdqa", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVDQArm
-    (1597, true, "movdqu", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVDQUrm
-    (1613, false, "pshufd", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // PSHUFDri
-    (1695, false, "psrldq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // PSRLDQri
-    (1715, false, "pcmpeqb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PCMPEQBrr
-    (1729, false, "pcmpeqd", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // PCMPEQDrr
-    (1820, false, "movd", &[Op::Reg(0), Op::Reg(1)]), // MOVPDI2DIrr
-    (1820, true, "movd", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOVPDI2DImr
-    (1821, false, "movq", &[Op::Reg(0), Op::Reg(1)]), // MOVPQIto64rr
-    (1826, false, "movq", &[Op::Reg(0), Op::Reg(1)]), // MOVZPQILo2PQIrr
-    (1826, true, "movq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVQI2PQIrm
-    (1856, false, "jo", &[Op::Branch(0), Op::Const(0)]), // JCC_4
-    (1859, false, "jno", &[Op::Branch(0), Op::Const(1)]), // JCC_4
-    (1862, false, "jb", &[Op::Branch(0), Op::Const(2)]), // JCC_4
-    (1865, false, "jae", &[Op::Branch(0), Op::Const(3)]), // JCC_4
-    (1868, false, "je", &[Op::Branch(0), Op::Const(4)]), // JCC_4
-    (1871, false, "jne", &[Op::Branch(0), Op::Const(5)]), // JCC_4
-    (1874, false, "jbe", &[Op::Branch(0), Op::Const(6)]), // JCC_4
-    (1877, false, "ja", &[Op::Branch(0), Op::Const(7)]), // JCC_4
-    (1880, false, "js", &[Op::Branch(0), Op::Const(8)]), // JCC_4
-    (1883, false, "jns", &[Op::Branch(0), Op::Const(9)]), // JCC_4
-    (1886, false, "jp", &[Op::Branch(0), Op::Const(10)]), // JCC_4
-    (1892, false, "jl", &[Op::Branch(0), Op::Const(12)]), // JCC_4
-    (1895, false, "jge", &[Op::Branch(0), Op::Const(13)]), // JCC_4
-    (1898, false, "jle", &[Op::Branch(0), Op::Const(14)]), // JCC_4
-    (1901, false, "jg", &[Op::Branch(0), Op::Const(15)]), // JCC_4
-    (1902, false, "seto", &[Op::Reg(0), Op::Const(0)]), // SETCCr
-    (1904, false, "setb", &[Op::Reg(0), Op::Const(2)]), // SETCCr
-    (1904, true, "setb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(2)]), // SETCCm
-    (1905, false, "setae", &[Op::Reg(0), Op::Const(3)]), // SETCCr
-    (1905, true, "setae", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(3)]), // SETCCm
-    (1906, false, "sete", &[Op::Reg(0), Op::Const(4)]), // SETCCr
-    (1906, true, "sete", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]), // SETCCm
-    (1907, false, "setne", &[Op::Reg(0), Op::Const(5)]), // SETCCr
-    (1907, true, "setne", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]), // SETCCm
-    (1908, false, "setbe", &[Op::Reg(0), Op::Const(6)]), // SETCCr
-    (1909, false, "seta", &[Op::Reg(0), Op::Const(7)]), // SETCCr
-    (1909, true, "seta", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(7)]), // SETCCm
-    (1910, false, "sets", &[Op::Reg(0), Op::Const(8)]), // SETCCr
-    (1912, false, "setp", &[Op::Reg(0), Op::Const(10)]), // SETCCr
-    (1913, false, "setnp", &[Op::Reg(0), Op::Const(11)]), // SETCCr
-    (1914, false, "setl", &[Op::Reg(0), Op::Const(12)]), // SETCCr
-    (1914, true, "setl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(12)]), // SETCCm
-    (1915, false, "setge", &[Op::Reg(0), Op::Const(13)]), // SETCCr
-    (1916, false, "setle", &[Op::Reg(0), Op::Const(14)]), // SETCCr
-    (1916, true, "setle", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(14)]), // SETCCm
-    (1917, false, "setg", &[Op::Reg(0), Op::Const(15)]), // SETCCr
-    (1948, false, "cpuid", &[]), // CPUID
-    (1950, false, "btl", &[Op::Reg(0), Op::Reg(1)]), // BT32rr
-    (1951, false, "btq", &[Op::Reg(0), Op::Reg(1)]), // BT64rr
-    (2000, false, "btsl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // BTS32rr
-    (2071, false, "imull", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // IMUL32rr
-    (2071, true, "imull", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // IMUL32rm
-    (2072, false, "imulq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // IMUL64rr
-    (2072, true, "imulq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // IMUL64rm
-    (2073, true, "lock cmpxchgb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // LOCK_PREFIX CMPXCHG8rm
-    (2076, true, "lock cmpxchgq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // LOCK_PREFIX CMPXCHG64rm
-    (2090, false, "movzbl", &[Op::Reg(0), Op::Reg(1)]), // MOVZX32rr8
-    (2090, true, "movzbl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVZX32rm8
-    (2093, false, "movzwl", &[Op::Reg(0), Op::Reg(1)]), // MOVZX32rr16
-    (2093, true, "movzwl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVZX32rm16
-    (2105, false, "btq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]), // BT64ri8
-    (2108, false, "btsq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // BTS64ri8
-    (2114, false, "btcq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]), // BTC64ri8
-    (2126, false, "bsrq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // BSR64rr
-    (2130, true, "movsbw", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSX16rm8
-    (2131, false, "movsbl", &[Op::Reg(0), Op::Reg(1)]), // MOVSX32rr8
-    (2131, true, "movsbl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSX32rm8
-    (2132, false, "movsbq", &[Op::Reg(0), Op::Reg(1)]), // MOVSX64rr8
-    (2132, true, "movsbq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSX64rm8
-    (2134, false, "movswl", &[Op::Reg(0), Op::Reg(1)]), // MOVSX32rr16
-    (2134, true, "movswl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSX32rm16
-    (2135, false, "movswq", &[Op::Reg(0), Op::Reg(1)]), // MOVSX64rr16
-    (2135, true, "movswq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // MOVSX64rm16
-    (2138, true, "lock xaddl", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // LOCK_PREFIX XADD32rm
-    (2155, false, "cmpnlesd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // CMPSDrri_Int
-    (2176, false, "shufps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // SHUFPSrri
-    (2182, false, "shufpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]), // SHUFPDrri
-    (2182, true, "shufpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]), // SHUFPDrmi
-    (2209, false, "bswapl", &[Op::Reg(0), Op::Reg(0)]), // BSWAP32r
-    (2210, false, "bswapq", &[Op::Reg(0), Op::Reg(0)]), // BSWAP64r
-    (2239, false, "paddq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PADDQrr
-    (2239, true, "paddq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PADDQrm
-    (2252, true, "movq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]), // MOVPQI2QImr
-    (2287, false, "pand", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PANDrr
-    (2287, true, "pand", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PANDrm
-    (2318, false, "pandn", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PANDNrr
-    (2318, true, "pandn", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PANDNrm
-    (2422, false, "por", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PORrr
-    (2422, true, "por", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PORrm
-    (2453, false, "pxor", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]), // PXORrr
-    (2453, true, "pxor", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PXORrm
-    (2532, false, "psubq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PSUBQrr
-    (2532, true, "psubq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]), // PSUBQrm
-    (2546, false, "paddw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PADDWrr
-    (2553, false, "paddd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]), // PADDDrr
+/// `(iced_x86::Code as u16, has memory operand, LLVM opcode names, AT&T mnemonics, MCInst
+/// operands)`, sorted; prefixes LLVM decodes as instructions of their own come first in the
+/// names and mnemonics (they have no operands); the operands are those of the last MCInst.
+pub static INSNS: &[(u16, bool, &str, &str, &[Op])] = &[
+    (5, false, "ADD8rr", "addb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (5, true, "ADD8mr", "addb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (6, true, "ADD16mr", "addw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (7, false, "ADD32rr", "addl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (7, true, "ADD32mr", "addl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (8, false, "ADD64rr", "addq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (8, true, "ADD64mr", "addq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (9, true, "ADD8rm", "addb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (10, true, "ADD16rm", "addw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (11, true, "ADD32rm", "addl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (12, true, "ADD64rm", "addq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (13, false, "ADD8i8", "addb", &[Op::Imm(1, Ext::Raw)]),
+    (14, false, "ADD16i16", "addw", &[Op::Imm(1, Ext::Raw)]),
+    (15, false, "ADD32i32", "addl", &[Op::Imm(1, Ext::Raw)]),
+    (16, false, "ADD64i32", "addq", &[Op::Imm(1, Ext::Raw)]),
+    (21, false, "OR8rr", "orb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (21, true, "OR8mr", "orb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (22, true, "OR16mr", "orw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (23, false, "OR32rr", "orl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (23, true, "OR32mr", "orl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (24, false, "OR64rr", "orq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (24, true, "OR64mr", "orq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (25, true, "OR8rm", "orb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (26, true, "OR16rm", "orw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (27, true, "OR32rm", "orl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (28, true, "OR64rm", "orq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (29, false, "OR8i8", "orb", &[Op::Imm(1, Ext::S8)]),
+    (30, false, "OR16i16", "orw", &[Op::Imm(1, Ext::Raw)]),
+    (31, false, "OR32i32", "orl", &[Op::Imm(1, Ext::Raw)]),
+    (32, false, "OR64i32", "orq", &[Op::Imm(1, Ext::Raw)]),
+    (36, false, "ADC8rr", "adcb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (38, false, "ADC32rr", "adcl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (39, false, "ADC64rr", "adcq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (39, true, "ADC64mr", "adcq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (42, true, "ADC32rm", "adcl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (43, true, "ADC64rm", "adcq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (52, false, "SBB8rr", "sbbb", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (53, false, "SBB16rr", "sbbw", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (54, false, "SBB32rr", "sbbl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (55, false, "SBB64rr", "sbbq", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (59, true, "SBB64rm", "sbbq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (62, false, "SBB32i32", "sbbl", &[Op::Imm(1, Ext::Raw)]),
+    (68, false, "AND8rr", "andb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (68, true, "AND8mr", "andb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (70, false, "AND32rr", "andl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (70, true, "AND32mr", "andl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (71, false, "AND64rr", "andq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (71, true, "AND64mr", "andq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (72, true, "AND8rm", "andb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (73, true, "AND16rm", "andw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (74, true, "AND32rm", "andl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (75, true, "AND64rm", "andq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (76, false, "AND8i8", "andb", &[Op::Imm(1, Ext::S8)]),
+    (77, false, "AND16i16", "andw", &[Op::Imm(1, Ext::Raw)]),
+    (78, false, "AND32i32", "andl", &[Op::Imm(1, Ext::Raw)]),
+    (79, false, "AND64i32", "andq", &[Op::Imm(1, Ext::Raw)]),
+    (81, false, "SUB8rr", "subb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (82, true, "SUB16mr", "subw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (83, false, "SUB32rr", "subl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (83, true, "SUB32mr", "subl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (84, false, "SUB64rr", "subq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (84, true, "SUB64mr", "subq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (85, true, "SUB8rm", "subb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (86, true, "SUB16rm", "subw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (87, true, "SUB32rm", "subl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (88, true, "SUB64rm", "subq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (89, false, "SUB8i8", "subb", &[Op::Imm(1, Ext::Raw)]),
+    (90, false, "SUB16i16", "subw", &[Op::Imm(1, Ext::Raw)]),
+    (91, false, "SUB32i32", "subl", &[Op::Imm(1, Ext::Raw)]),
+    (92, false, "SUB64i32", "subq", &[Op::Imm(1, Ext::Raw)]),
+    (94, false, "XOR8rr", "xorb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (94, true, "XOR8mr", "xorb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (95, false, "XOR16rr", "xorw", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (96, false, "XOR32rr", "xorl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (96, true, "XOR32mr", "xorl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (97, false, "XOR64rr", "xorq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (97, true, "XOR64mr", "xorq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (98, true, "XOR8rm", "xorb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (99, true, "XOR16rm", "xorw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (100, true, "XOR32rm", "xorl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (101, true, "XOR64rm", "xorq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (102, false, "XOR8i8", "xorb", &[Op::Imm(1, Ext::S8)]),
+    (104, false, "XOR32i32", "xorl", &[Op::Imm(1, Ext::Raw)]),
+    (105, false, "XOR64i32", "xorq", &[Op::Imm(1, Ext::Raw)]),
+    (107, false, "CMP8rr", "cmpb", &[Op::Reg(0), Op::Reg(1)]),
+    (107, true, "CMP8mr", "cmpb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (108, false, "CMP16rr", "cmpw", &[Op::Reg(0), Op::Reg(1)]),
+    (108, true, "CMP16mr", "cmpw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (109, false, "CMP32rr", "cmpl", &[Op::Reg(0), Op::Reg(1)]),
+    (109, true, "CMP32mr", "cmpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (110, false, "CMP64rr", "cmpq", &[Op::Reg(0), Op::Reg(1)]),
+    (110, true, "CMP64mr", "cmpq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (111, true, "CMP8rm", "cmpb", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (112, true, "CMP16rm", "cmpw", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (113, true, "CMP32rm", "cmpl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (114, true, "CMP64rm", "cmpq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (115, false, "CMP8i8", "cmpb", &[Op::Imm(1, Ext::Raw)]),
+    (116, false, "CMP16i16", "cmpw", &[Op::Imm(1, Ext::Raw)]),
+    (117, false, "CMP32i32", "cmpl", &[Op::Imm(1, Ext::Raw)]),
+    (118, false, "CMP64i32", "cmpq", &[Op::Imm(1, Ext::Raw)]),
+    (126, false, "PUSH64r", "pushq", &[Op::Reg(0)]),
+    (129, false, "POP64r", "popq", &[Op::Reg(0)]),
+    (139, true, "MOVSX32rm32", "movslq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (140, false, "MOVSX64rr32", "movslq", &[Op::Reg(0), Op::Reg(1)]),
+    (140, true, "MOVSX64rm32", "movslq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (143, false, "PUSH64i32", "pushq", &[Op::Imm(0, Ext::Raw)]),
+    (144, false, "IMUL16rri", "imulw", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (145, false, "IMUL32rri", "imull", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (145, true, "IMUL32rmi", "imull", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (146, false, "IMUL64rri32", "imulq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (146, true, "IMUL64rmi32", "imulq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (149, false, "PUSH64i8", "pushq", &[Op::Imm(0, Ext::Raw)]),
+    (151, false, "IMUL32rri8", "imull", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (151, true, "IMUL32rmi8", "imull", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (152, false, "IMUL64rri8", "imulq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (152, true, "IMUL64rmi8", "imulq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (153, false, "INSB", "insb%dx,", &[Op::Const(55)]),
+    (156, false, "OUTSB", "outsb", &[Op::Const(60), Op::Const(0)]),
+    (157, false, "OUTSW", "outsw", &[Op::Const(60), Op::Const(0)]),
+    (158, false, "OUTSL", "outsl", &[Op::Const(60), Op::Unknown]),
+    (161, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(0)]),
+    (164, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(1)]),
+    (167, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(2)]),
+    (170, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(3)]),
+    (173, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(4)]),
+    (176, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(5)]),
+    (179, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(6)]),
+    (182, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(7)]),
+    (185, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(8)]),
+    (188, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(9)]),
+    (191, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(10)]),
+    (194, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(11)]),
+    (197, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(12)]),
+    (200, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(13)]),
+    (203, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(14)]),
+    (206, false, "JCC_1", "j", &[Op::Branch(0), Op::Const(15)]),
+    (207, false, "ADD8ri", "addb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]),
+    (207, true, "ADD8mi", "addb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (208, false, "OR8ri", "orb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]),
+    (208, true, "OR8mi", "orb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (209, false, "ADC8ri", "adcb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]),
+    (210, false, "SBB8ri", "sbbb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]),
+    (211, false, "AND8ri", "andb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::S8)]),
+    (211, true, "AND8mi", "andb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::S8)]),
+    (212, false, "SUB8ri", "subb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (212, true, "SUB8mi", "subb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (213, false, "XOR8ri", "xorb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (213, true, "XOR8mi", "xorb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::S8)]),
+    (214, false, "CMP8ri", "cmpb", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (214, true, "CMP8mi", "cmpb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (215, false, "ADD16ri", "addw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (216, false, "ADD32ri", "addl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (216, true, "ADD32mi", "addl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (217, false, "ADD64ri32", "addq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (217, true, "ADD64mi32", "addq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (218, false, "OR16ri", "orw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (218, true, "OR16mi", "orw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (219, false, "OR32ri", "orl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (219, true, "OR32mi", "orl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (220, false, "OR64ri32", "orq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (220, true, "OR64mi32", "orq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (225, false, "SBB32ri", "sbbl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (227, false, "AND16ri", "andw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (227, true, "AND16mi", "andw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (228, false, "AND32ri", "andl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (228, true, "AND32mi", "andl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (229, false, "AND64ri32", "andq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (229, true, "AND64mi32", "andq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (230, false, "SUB16ri", "subw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (231, false, "SUB32ri", "subl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (231, true, "SUB32mi", "subl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (232, false, "SUB64ri32", "subq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (232, true, "SUB64mi32", "subq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (233, false, "XOR16ri", "xorw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (234, false, "XOR32ri", "xorl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (235, false, "XOR64ri32", "xorq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (235, true, "XOR64mi32", "xorq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (236, false, "CMP16ri", "cmpw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (236, true, "CMP16mi", "cmpw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (237, false, "CMP32ri", "cmpl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (237, true, "CMP32mi", "cmpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (238, false, "CMP64ri32", "cmpq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (238, true, "CMP64mi32", "cmpq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (247, true, "ADD16mi8", "addw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (248, false, "ADD32ri8", "addl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (248, true, "ADD32mi8", "addl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (249, false, "ADD64ri8", "addq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (249, true, "ADD64mi8", "addq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (250, true, "OR16mi8", "orw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (251, false, "OR32ri8", "orl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (251, true, "OR32mi8", "orl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (252, false, "OR64ri8", "orq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (252, true, "OR64mi8", "orq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (254, false, "ADC32ri8", "adcl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (254, true, "ADC32mi8", "adcl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (255, false, "ADC64ri8", "adcq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (255, true, "ADC64mi8", "adcq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (256, false, "SBB16ri8", "sbbw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (257, false, "SBB32ri8", "sbbl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (257, true, "SBB32mi8", "sbbl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (258, false, "SBB64ri8", "sbbq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (258, true, "SBB64mi8", "sbbq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (259, false, "AND16ri8", "andw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (259, true, "AND16mi8", "andw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (260, false, "AND32ri8", "andl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (260, true, "AND32mi8", "andl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (261, false, "AND64ri8", "andq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (261, true, "AND64mi8", "andq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (262, false, "SUB16ri8", "subw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (262, true, "SUB16mi8", "subw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]),
+    (263, false, "SUB32ri8", "subl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (263, true, "SUB32mi8", "subl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]),
+    (264, false, "SUB64ri8", "subq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (264, true, "SUB64mi8", "subq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (266, false, "XOR32ri8", "xorl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (266, true, "XOR32mi8", "xorl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (267, false, "XOR64ri8", "xorq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (267, true, "XOR64mi8", "xorq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (268, false, "CMP16ri8", "cmpw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (268, true, "CMP16mi8", "cmpw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (269, false, "CMP32ri8", "cmpl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (269, true, "CMP32mi8", "cmpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (270, false, "CMP64ri8", "cmpq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (270, true, "CMP64mi8", "cmpq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (271, false, "TEST8rr", "testb", &[Op::Reg(0), Op::Reg(1)]),
+    (271, true, "TEST8mr", "testb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (272, false, "TEST16rr", "testw", &[Op::Reg(0), Op::Reg(0)]),
+    (273, false, "TEST32rr", "testl", &[Op::Reg(0), Op::Reg(0)]),
+    (273, true, "TEST32mr", "testl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (274, false, "TEST64rr", "testq", &[Op::Reg(0), Op::Reg(0)]),
+    (274, true, "TEST64mr", "testq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (275, false, "XCHG8rr", "xchgb", &[Op::Reg(1), Op::Reg(0), Op::Reg(1), Op::Reg(0)]),
+    (275, true, "XCHG8rm", "xchgb", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (277, false, "XCHG32rr", "xchgl", &[Op::Reg(1), Op::Reg(0), Op::Reg(1), Op::Reg(0)]),
+    (277, true, "XCHG32rm", "xchgl", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (278, false, "XCHG64rr", "xchgq", &[Op::Reg(1), Op::Reg(0), Op::Reg(1), Op::Reg(0)]),
+    (278, true, "XCHG64rm", "xchgq", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (279, false, "MOV8rr", "movb", &[Op::Reg(0), Op::Reg(1)]),
+    (279, true, "MOV8mr", "movb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (280, true, "MOV16mr", "movw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (281, false, "MOV32rr", "movl", &[Op::Reg(0), Op::Reg(1)]),
+    (281, true, "MOV32mr", "movl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (282, false, "MOV64rr", "movq", &[Op::Reg(0), Op::Reg(1)]),
+    (282, true, "MOV64mr", "movq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (283, true, "MOV8rm", "movb", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (284, true, "MOV16rm", "movw", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (285, true, "MOV32rm", "movl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (286, true, "MOV64rm", "movq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (291, true, "LEA64_32r", "leal", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (292, true, "LEA64r", "leaq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (299, false, "NOOP", "nop", &[]),
+    (300, false, "NOOP", "nop", &[]),
+    (307, false, "CWDE", "cwtl", &[]),
+    (308, false, "CDQE", "cltq", &[]),
+    (310, false, "CDQ", "cltd", &[]),
+    (311, false, "CQO", "cqto", &[]),
+    (317, false, "PUSHF64", "pushfq", &[]),
+    (320, false, "POPF64", "popfq", &[]),
+    (323, true, "MOV8ao64", "movabsb", &[Op::MemDisp, Op::MemSeg]),
+    (325, true, "MOV32ao64", "movabsl", &[Op::MemDisp, Op::MemSeg]),
+    (326, true, "MOV64ao64", "movabsq", &[Op::MemDisp, Op::MemSeg]),
+    (330, true, "MOV64o64a", "movabsq%rax,", &[Op::MemDisp, Op::MemSeg]),
+    (331, false, "MOVSB", "movsb", &[Op::Const(55), Op::Const(60), Op::Const(0)]),
+    (333, false, "MOVSL", "movsl", &[Op::Const(55), Op::Const(60), Op::Const(0)]),
+    (334, false, "MOVSQ", "movsq", &[Op::Const(55), Op::Const(60), Op::Const(0)]),
+    (339, false, "TEST8i8", "testb", &[Op::Imm(1, Ext::Raw)]),
+    (340, false, "TEST16i16", "testw", &[Op::Imm(1, Ext::Raw)]),
+    (341, false, "TEST32i32", "testl", &[Op::Imm(1, Ext::Raw)]),
+    (342, false, "TEST64i32", "testq", &[Op::Imm(1, Ext::Raw)]),
+    (343, false, "STOSB", "stosb%al,", &[Op::Const(55)]),
+    (345, false, "STOSL", "stosl%eax,", &[Op::Const(55)]),
+    (346, false, "STOSQ", "stosq%rax,", &[Op::Const(55)]),
+    (355, false, "MOV8ri", "movb", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (356, false, "MOV16ri", "movw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (357, false, "MOV32ri", "movl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (358, false, "MOV64ri", "movabsq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (359, false, "ROL8ri", "rolb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (363, false, "SHL8ri", "shlb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (363, true, "SHL8mi", "shlb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (364, false, "SHR8ri", "shrb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (366, false, "SAR8ri", "sarb", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (367, false, "ROL16ri", "rolw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (368, false, "ROL32ri", "roll", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (369, false, "ROL64ri", "rolq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (369, true, "ROL64mi", "rolq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (371, false, "ROR32ri", "rorl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (371, true, "ROR32mi", "rorl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (372, false, "ROR64ri", "rorq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (380, false, "SHL32ri", "shll", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (380, true, "SHL32mi", "shll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (381, false, "SHL64ri", "shlq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (381, true, "SHL64mi", "shlq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (382, false, "SHR16ri", "shrw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (383, false, "SHR32ri", "shrl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (383, true, "SHR32mi", "shrl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (384, false, "SHR64ri", "shrq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (384, true, "SHR64mi", "shrq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (388, false, "SAR16ri", "sarw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (389, false, "SAR32ri", "sarl", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (389, true, "SAR32mi", "sarl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (390, false, "SAR64ri", "sarq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (396, false, "RET64", "retq", &[]),
+    (401, true, "MOV8mi", "movb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]),
+    (403, true, "MOV16mi", "movw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (404, true, "MOV32mi", "movl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (405, false, "MOV64ri32", "movq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (405, true, "MOV64mi32", "movq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (413, false, "LEAVE64", "leave", &[]),
+    (420, false, "INT3", "int3", &[]),
+    (431, false, "SHR8r1", "shrb", &[Op::Reg(0), Op::Reg(0)]),
+    (433, false, "SAR8r1", "sarb", &[Op::Reg(0), Op::Reg(0)]),
+    (435, false, "ROL32r1", "roll", &[Op::Reg(0), Op::Reg(0)]),
+    (436, false, "ROL64r1", "rolq", &[Op::Reg(0), Op::Reg(0)]),
+    (438, false, "ROR32r1", "rorl", &[Op::Reg(0), Op::Reg(0)]),
+    (439, false, "ROR64r1", "rorq", &[Op::Reg(0), Op::Reg(0)]),
+    (447, false, "SHL32r1", "shll", &[Op::Reg(0), Op::Reg(0)]),
+    (447, true, "SHL32m1", "shll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (448, true, "SHL64m1", "shlq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (449, false, "SHR16r1", "shrw", &[Op::Reg(0), Op::Reg(0)]),
+    (449, true, "SHR16m1", "shrw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (450, false, "SHR32r1", "shrl", &[Op::Reg(0), Op::Reg(0)]),
+    (450, true, "SHR32m1", "shrl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (451, false, "SHR64r1", "shrq", &[Op::Reg(0), Op::Reg(0)]),
+    (451, true, "SHR64m1", "shrq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (456, false, "SAR32r1", "sarl", &[Op::Reg(0), Op::Reg(0)]),
+    (456, true, "SAR32m1", "sarl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (457, false, "SAR64r1", "sarq", &[Op::Reg(0), Op::Reg(0)]),
+    (458, false, "ROL8rCL", "rolb%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (467, false, "ROL32rCL", "roll%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (468, false, "ROL64rCL", "rolq%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (469, false, "ROR16rCL", "rorw%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (470, false, "ROR32rCL", "rorl%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (471, false, "ROR64rCL", "rorq%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (479, false, "SHL32rCL", "shll%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (480, false, "SHL64rCL", "shlq%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (480, true, "SHL64mCL", "shlq%cl,", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (482, false, "SHR32rCL", "shrl%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (482, true, "SHR32mCL", "shrl%cl,", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (483, false, "SHR64rCL", "shrq%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (483, true, "SHR64mCL", "shrq%cl,", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (488, false, "SAR32rCL", "sarl%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (489, false, "SAR64rCL", "sarq%cl,", &[Op::Reg(0), Op::Reg(0)]),
+    (494, true, "ADD_F32m", "fadds", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (495, true, "MUL_F32m", "fmuls", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (502, false, "ADD_FST0r", "fadd", &[Op::Reg(1)]),
+    (503, false, "MUL_FST0r", "fmul", &[Op::Reg(1)]),
+    (510, true, "LD_F32m", "flds", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (512, true, "ST_FP32m", "fstps", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (515, true, "FLDCW16m", "fldcw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (520, true, "FNSTCW16m", "fnstcw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (522, false, "LD_Frr", "fld", &[Op::Reg(0)]),
+    (523, false, "XCH_F", "fxch", &[Op::Reg(1)]),
+    (526, false, "CHS_F", "fchs", &[]),
+    (536, false, "LD_F0", "fldz", &[]),
+    (563, false, "CMOVBE_F", "cmov", &[Op::Reg(1)]),
+    (566, true, "ILD_F32m", "fildl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (570, true, "LD_F80m", "fldt", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (571, true, "ST_FP80m", "fstpt", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (574, false, "CMOVNBE_F", "cmov", &[Op::Reg(1)]),
+    (587, false, "UCOM_FIr", "fucomi", &[Op::Reg(1)]),
+    (588, false, "COM_FIr", "fcomi", &[Op::Reg(1)]),
+    (589, true, "ADD_F64m", "faddl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (598, false, "MUL_FrST0", "fmul%st,", &[Op::Reg(0)]),
+    (601, false, "SUBR_FrST0", "fsub%st,", &[Op::Reg(0)]),
+    (605, true, "LD_F64m", "fldl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (607, true, "ST_F64m", "fstl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (608, true, "ST_FP64m", "fstpl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (620, false, "ST_FPrr", "fstp", &[Op::Reg(0)]),
+    (631, false, "ADD_FPrST0", "faddp%st,", &[Op::Reg(0)]),
+    (632, false, "MUL_FPrST0", "fmulp%st,", &[Op::Reg(0)]),
+    (636, false, "SUB_FPrST0", "fsubrp%st,", &[Op::Reg(0)]),
+    (637, false, "DIVR_FPrST0", "fdivp%st,", &[Op::Reg(0)]),
+    (638, false, "DIV_FPrST0", "fdivrp%st,", &[Op::Reg(0)]),
+    (644, true, "ILD_F64m", "fildll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (646, true, "IST_FP64m", "fistpll", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (655, false, "UCOM_FIPr", "fucompi", &[Op::Reg(1)]),
+    (656, false, "COM_FIPr", "fcompi", &[Op::Reg(1)]),
+    (677, false, "LOOP", "loop", &[Op::Branch(0)]),
+    (684, false, "JRCXZ", "jrcxz", &[Op::Branch(0)]),
+    (693, false, "CALL64pcrel32", "callq", &[Op::Branch(0)]),
+    (696, false, "JMP_4", "jmp", &[Op::Branch(0)]),
+    (701, false, "JMP_1", "jmp", &[Op::Branch(0)]),
+    (709, false, "HLT", "hlt", &[]),
+    (711, false, "TEST8ri", "testb", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (711, true, "TEST8mi", "testb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (713, false, "NOT8r", "notb", &[Op::Reg(0), Op::Reg(0)]),
+    (713, true, "NOT8m", "notb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (714, false, "NEG8r", "negb", &[Op::Reg(0), Op::Reg(0)]),
+    (715, false, "MUL8r", "mulb", &[Op::Reg(0)]),
+    (717, false, "DIV8r", "divb", &[Op::Reg(0)]),
+    (717, true, "DIV8m", "divb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (719, false, "TEST16ri", "testw", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (719, true, "TEST16mi", "testw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (720, false, "TEST32ri", "testl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (720, true, "TEST32mi", "testl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (721, false, "TEST64ri32", "testq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (721, true, "TEST64mi32", "testq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (725, true, "NOT16m", "notw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (726, false, "NOT32r", "notl", &[Op::Reg(0), Op::Reg(0)]),
+    (726, true, "NOT32m", "notl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (727, false, "NOT64r", "notq", &[Op::Reg(0), Op::Reg(0)]),
+    (727, true, "NOT64m", "notq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (728, false, "NEG16r", "negw", &[Op::Reg(0), Op::Reg(0)]),
+    (729, false, "NEG32r", "negl", &[Op::Reg(0), Op::Reg(0)]),
+    (729, true, "NEG32m", "negl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (730, false, "NEG64r", "negq", &[Op::Reg(0), Op::Reg(0)]),
+    (730, true, "NEG64m", "negq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (732, false, "MUL32r", "mull", &[Op::Reg(0)]),
+    (733, false, "MUL64r", "mulq", &[Op::Reg(0)]),
+    (733, true, "MUL64m", "mulq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (736, false, "IMUL64r", "imulq", &[Op::Reg(0)]),
+    (738, false, "DIV32r", "divl", &[Op::Reg(0)]),
+    (738, true, "DIV32m", "divl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (739, false, "DIV64r", "divq", &[Op::Reg(0)]),
+    (739, true, "DIV64m", "divq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (741, false, "IDIV32r", "idivl", &[Op::Reg(0)]),
+    (741, true, "IDIV32m", "idivl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (742, false, "IDIV64r", "idivq", &[Op::Reg(0)]),
+    (742, true, "IDIV64m", "idivq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (747, false, "CLD", "cld", &[]),
+    (749, false, "INC8r", "incb", &[Op::Reg(0), Op::Reg(0)]),
+    (749, true, "INC8m", "incb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (750, false, "DEC8r", "decb", &[Op::Reg(0), Op::Reg(0)]),
+    (750, true, "DEC8m", "decb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (751, true, "INC16m", "incw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (752, false, "INC32r", "incl", &[Op::Reg(0), Op::Reg(0)]),
+    (752, true, "INC32m", "incl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (753, false, "INC64r", "incq", &[Op::Reg(0), Op::Reg(0)]),
+    (753, true, "INC64m", "incq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (755, false, "DEC32r", "decl", &[Op::Reg(0), Op::Reg(0)]),
+    (755, true, "DEC32m", "decl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (756, false, "DEC64r", "decq", &[Op::Reg(0), Op::Reg(0)]),
+    (756, true, "DEC64m", "decq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (759, false, "CALL64r", "callq*", &[Op::Reg(0)]),
+    (759, true, "CALL64m", "callq*", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (765, false, "JMP64r", "jmpq*", &[Op::Reg(0)]),
+    (765, true, "JMP64m", "jmpq*", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (771, true, "PUSH64rmm", "pushq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (825, false, "XGETBV", "xgetbv", &[]),
+    (879, false, "TRAP", "ud2", &[]),
+    (893, true, "MOVUPSrm", "movups", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (894, true, "VMOVUPSrm", "vmovups", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (899, true, "MOVUPDrm", "movupd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (905, false, "MOVSSrr", "movss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (905, true, "MOVSSrm", "movss", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (910, false, "MOVSDrr", "movsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (910, true, "MOVSDrm", "movsd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (915, true, "MOVUPSmr", "movups", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (916, true, "VMOVUPSmr", "vmovups", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (927, true, "MOVSSmr", "movss", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (932, true, "MOVSDmr", "movsd", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (937, false, "MOVHLPSrr", "movhlps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (958, true, "MOVLPSmr", "movlps", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (961, true, "MOVLPDmr", "movlpd", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (964, false, "UNPCKLPSrr", "unpcklps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (970, false, "UNPCKLPDrr", "unpcklpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (982, false, "UNPCKHPDrr", "unpckhpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (988, false, "MOVLHPSrr", "movlhps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (991, true, "MOVHPSrm", "movhps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (994, true, "MOVHPDrm", "movhpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1003, true, "MOVHPSmr", "movhps", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1033, true, "PREFETCHNTA", "prefetchnta", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1034, true, "PREFETCHT0", "prefetcht0", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1035, true, "PREFETCHT1", "prefetcht1", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1054, false, "ENDBR64", "endbr64", &[]),
+    (1056, true, "NOOPW", "nopw", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1057, true, "NOOPL", "nopl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1069, false, "MOVAPSrr", "movaps", &[Op::Reg(0), Op::Reg(1)]),
+    (1069, true, "MOVAPSrm", "movaps", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1075, false, "MOVAPDrr", "movapd", &[Op::Reg(0), Op::Reg(1)]),
+    (1075, true, "MOVAPDrm", "movapd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1081, true, "MOVAPSmr", "movaps", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1095, false, "CVTSI2SSrr_Int", "cvtsi2ss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1095, true, "CVTSI2SSrm_Int", "cvtsi2ssl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1096, false, "CVTSI642SSrr_Int", "cvtsi2ss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1101, false, "CVTSI2SDrr_Int", "cvtsi2sd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1101, true, "CVTSI2SDrm_Int", "cvtsi2sdl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1102, false, "CVTSI642SDrr_Int", "cvtsi2sd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1102, true, "CVTSI642SDrm_Int", "cvtsi2sdq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1123, false, "CVTTSS2SIrr_Int", "cvttss2si", &[Op::Reg(0), Op::Reg(1)]),
+    (1123, true, "CVTTSS2SIrm_Int", "cvttss2si", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1124, false, "CVTTSS2SI64rr_Int", "cvttss2si", &[Op::Reg(0), Op::Reg(1)]),
+    (1129, false, "CVTTSD2SIrr_Int", "cvttsd2si", &[Op::Reg(0), Op::Reg(1)]),
+    (1130, false, "CVTTSD2SI64rr_Int", "cvttsd2si", &[Op::Reg(0), Op::Reg(1)]),
+    (1130, true, "CVTTSD2SI64rm_Int", "cvttsd2si", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1149, false, "UCOMISSrr", "ucomiss", &[Op::Reg(0), Op::Reg(1)]),
+    (1149, true, "UCOMISSrm", "ucomiss", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1152, false, "UCOMISDrr", "ucomisd", &[Op::Reg(0), Op::Reg(1)]),
+    (1152, true, "UCOMISDrm", "ucomisd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1155, false, "COMISSrr", "comiss", &[Op::Reg(0), Op::Reg(1)]),
+    (1155, true, "COMISSrm", "comiss", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1156, false, "COMISDrr", "comisd", &[Op::Reg(0), Op::Reg(1)]),
+    (1156, true, "COMISDrm", "comisd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1162, false, "RDTSC", "rdtsc", &[]),
+    (1176, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(2)]),
+    (1176, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(2)]),
+    (1177, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(2)]),
+    (1177, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(2)]),
+    (1179, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(3)]),
+    (1179, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(3)]),
+    (1180, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(3)]),
+    (1180, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(3)]),
+    (1181, true, "CMOV16rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]),
+    (1182, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(4)]),
+    (1182, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]),
+    (1183, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(4)]),
+    (1183, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]),
+    (1184, true, "CMOV16rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]),
+    (1185, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(5)]),
+    (1185, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]),
+    (1186, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(5)]),
+    (1186, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]),
+    (1188, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(6)]),
+    (1189, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(6)]),
+    (1191, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(7)]),
+    (1191, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(7)]),
+    (1192, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(7)]),
+    (1192, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(7)]),
+    (1194, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(8)]),
+    (1194, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(8)]),
+    (1195, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(8)]),
+    (1195, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(8)]),
+    (1197, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(9)]),
+    (1197, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(9)]),
+    (1198, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(9)]),
+    (1198, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(9)]),
+    (1203, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(11)]),
+    (1206, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(12)]),
+    (1206, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(12)]),
+    (1207, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(12)]),
+    (1207, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(12)]),
+    (1209, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(13)]),
+    (1209, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(13)]),
+    (1210, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(13)]),
+    (1212, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(14)]),
+    (1212, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(14)]),
+    (1213, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(14)]),
+    (1213, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(14)]),
+    (1215, false, "CMOV32rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(15)]),
+    (1215, true, "CMOV32rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(15)]),
+    (1216, false, "CMOV64rr", "cmov", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Const(15)]),
+    (1216, true, "CMOV64rm", "cmov", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(15)]),
+    (1248, false, "MOVMSKPSrr", "movmskps", &[Op::Reg(0), Op::Reg(1)]),
+    (1254, false, "MOVMSKPDrr", "movmskpd", &[Op::Reg(0), Op::Reg(1)]),
+    (1266, false, "SQRTPDr", "sqrtpd", &[Op::Reg(0), Op::Reg(0)]),
+    (1275, false, "SQRTSDr_Int", "sqrtsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (1288, false, "ANDPSrr", "andps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1288, true, "ANDPSrm", "andps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1294, false, "ANDPDrr", "andpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1294, true, "ANDPDrm", "andpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1300, false, "ANDNPSrr", "andnps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1306, false, "ANDNPDrr", "andnpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1312, false, "ORPSrr", "orps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1312, true, "ORPSrm", "orps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1318, false, "ORPDrr", "orpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1318, true, "ORPDrm", "orpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1324, false, "XORPSrr", "xorps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1324, true, "XORPSrm", "xorps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1325, false, "VXORPSrr", "vxorps", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1325, true, "VXORPSrm", "vxorps", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1330, false, "XORPDrr", "xorpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1330, true, "XORPDrm", "xorpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1336, false, "ADDPSrr", "addps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1342, false, "ADDPDrr", "addpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1342, true, "ADDPDrm", "addpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1348, false, "ADDSSrr_Int", "addss", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (1348, true, "ADDSSrm_Int", "addss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1351, false, "ADDSDrr_Int", "addsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1351, true, "ADDSDrm_Int", "addsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1354, false, "MULPSrr", "mulps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1360, false, "MULPDrr", "mulpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1360, true, "MULPDrm", "mulpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1366, false, "MULSSrr_Int", "mulss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1366, true, "MULSSrm_Int", "mulss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1369, false, "MULSDrr_Int", "mulsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1369, true, "MULSDrm_Int", "mulsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1384, false, "CVTSS2SDrr_Int", "cvtss2sd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1384, true, "CVTSS2SDrm_Int", "cvtss2sd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1387, false, "CVTSD2SSrr_Int", "cvtsd2ss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1387, true, "CVTSD2SSrm_Int", "cvtsd2ss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1390, false, "CVTDQ2PSrr", "cvtdq2ps", &[Op::Reg(0), Op::Reg(0)]),
+    (1417, false, "SUBPDrr", "subpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1417, true, "SUBPDrm", "subpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1423, false, "SUBSSrr_Int", "subss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1423, true, "SUBSSrm_Int", "subss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1426, false, "SUBSDrr_Int", "subsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1426, true, "SUBSDrm_Int", "subsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1441, false, "MINSSrr_Int", "minss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1441, true, "MINSSrm_Int", "minss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1444, false, "MINSDrr_Int", "minsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1444, true, "MINSDrm_Int", "minsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1453, false, "DIVPDrr", "divpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1459, false, "DIVSSrr_Int", "divss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1459, true, "DIVSSrm_Int", "divss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1462, false, "DIVSDrr_Int", "divsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1462, true, "DIVSDrm_Int", "divsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1477, false, "MAXSSrr_Int", "maxss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1477, true, "MAXSSrm_Int", "maxss", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1480, false, "MAXSDrr_Int", "maxsd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1480, true, "MAXSDrm_Int", "maxsd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1484, false, "PUNPCKLBWrr", "punpcklbw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1491, false, "PUNPCKLWDrr", "punpcklwd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1498, false, "PUNPCKLDQrr", "punpckldq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1499, false, "VPUNPCKLDQrr", "vpunpckldq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1500, false, "VPUNPCKLDQYrr", "vpunpckldq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1502, false, "VPUNPCKLDQZ256rr", "vpunpckldq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1503, false, "VPUNPCKLDQZrr", "vpunpckldq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1505, false, "PACKSSWBrr", "packsswb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1512, false, "PCMPGTBrr", "pcmpgtb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1519, false, "PCMPGTWrr", "pcmpgtw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1526, false, "PCMPGTDrr", "pcmpgtd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1526, true, "PCMPGTDrm", "pcmpgtd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1527, false, "VPCMPGTDrr", "vpcmpgtd", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1528, false, "VPCMPGTDYrr", "vpcmpgtd", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1533, false, "PACKUSWBrr", "packuswb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1540, false, "PUNPCKHBWrr", "punpckhbw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1547, false, "PUNPCKHWDrr", "punpckhwd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1554, false, "PUNPCKHDQrr", "punpckhdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1555, false, "VPUNPCKHDQrr", "vpunpckhdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1556, false, "VPUNPCKHDQYrr", "vpunpckhdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1559, false, "VPUNPCKHDQZrr", "vpunpckhdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1567, false, "PUNPCKLQDQrr", "punpcklqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1568, false, "VPUNPCKLQDQrr", "vpunpcklqdq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1569, false, "VPUNPCKLQDQYrr", "vpunpcklqdq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1571, false, "VPUNPCKLQDQZ256rr", "vpunpcklqdq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1572, false, "VPUNPCKLQDQZrr", "vpunpcklqdq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1573, false, "PUNPCKHQDQrr", "punpckhqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1574, false, "VPUNPCKHQDQrr", "vpunpckhqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1575, false, "VPUNPCKHQDQYrr", "vpunpckhqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1577, false, "VPUNPCKHQDQZ256rr", "vpunpckhqdq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (1578, false, "VPUNPCKHQDQZrr", "vpunpckhqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1581, false, "MOVDI2PDIrr", "movd", &[Op::Reg(0), Op::Reg(1)]),
+    (1581, true, "MOVDI2PDIrm", "movd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1582, false, "MOV64toPQIrr", "movq", &[Op::Reg(0), Op::Reg(1)]),
+    (1583, false, "VMOVDI2PDIrr", "vmovd", &[Op::Reg(0), Op::Reg(1)]),
+    (1583, true, "VMOVDI2PDIrm", "vmovd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1584, false, "VMOV64toPQIrr", "vmovq", &[Op::Reg(0), Op::Reg(1)]),
+    (1586, false, "VMOV64toPQIZrr", "vmovq", &[Op::Reg(0), Op::Reg(1)]),
+    (1586, true, "VMOV64toPQIZrm", "vmovq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1588, false, "MOVDQArr", "movdqa", &[Op::Reg(0), Op::Reg(1)]),
+    (1588, true, "MOVDQArm", "movdqa", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1589, false, "VMOVDQArr", "vmovdqa", &[Op::Reg(0), Op::Reg(1)]),
+    (1589, true, "VMOVDQArm", "vmovdqa", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1590, false, "VMOVDQAYrr", "vmovdqa", &[Op::Reg(0), Op::Reg(1)]),
+    (1590, true, "VMOVDQAYrm", "vmovdqa", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1592, false, "VMOVDQA32Z256rr", "vmovdqa32", &[Op::Reg(0), Op::Reg(1)]),
+    (1592, true, "VMOVDQA32Z256rm", "vmovdqa32", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1593, false, "VMOVDQA32Zrr", "vmovdqa32", &[Op::Reg(0), Op::Reg(1)]),
+    (1593, true, "VMOVDQA32Zrm", "vmovdqa32", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1595, false, "VMOVDQA64Z256rr", "vmovdqa64", &[Op::Reg(0), Op::Reg(1)]),
+    (1595, true, "VMOVDQA64Z256rm", "vmovdqa64", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1596, false, "VMOVDQA64Zrr", "vmovdqa64", &[Op::Reg(0), Op::Reg(1)]),
+    (1597, true, "MOVDQUrm", "movdqu", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1598, true, "VMOVDQUrm", "vmovdqu", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1599, true, "VMOVDQUYrm", "vmovdqu", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1600, true, "VMOVDQU32Z128rm", "vmovdqu32", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1604, true, "VMOVDQU64Z256rm", "vmovdqu64", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1605, true, "VMOVDQU64Zrm", "vmovdqu64", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1613, false, "PSHUFDri", "pshufd", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1613, true, "PSHUFDmi", "pshufd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (1614, false, "VPSHUFDri", "vpshufd", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1614, true, "VPSHUFDmi", "vpshufd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (1615, false, "VPSHUFDYri", "vpshufd", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1618, false, "VPSHUFDZri", "vpshufd", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (1625, false, "PSHUFLWri", "pshuflw", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1632, false, "PSRLWri", "psrlw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1646, false, "PSLLWri", "psllw", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1659, false, "VPROLDZ256ri", "vprold", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (1660, false, "VPROLDZri", "vprold", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (1665, false, "PSRLDri", "psrld", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1666, false, "VPSRLDri", "vpsrld", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1667, false, "VPSRLDYri", "vpsrld", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1672, false, "PSRADri", "psrad", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1682, false, "PSLLDri", "pslld", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1683, false, "VPSLLDri", "vpslld", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (1684, false, "VPSLLDYri", "vpslld", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1687, false, "VPSLLDZri", "vpslld", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1689, false, "PSRLQri", "psrlq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1690, false, "VPSRLQri", "vpsrlq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1691, false, "VPSRLQYri", "vpsrlq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1693, false, "VPSRLQZ256ri", "vpsrlq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1694, false, "VPSRLQZri", "vpsrlq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1695, false, "PSRLDQri", "psrldq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1696, false, "VPSRLDQri", "vpsrldq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1697, false, "VPSRLDQYri", "vpsrldq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1699, false, "VPSRLDQZ256ri", "vpsrldq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1700, false, "VPSRLDQZri", "vpsrldq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1702, false, "PSLLQri", "psllq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1703, false, "VPSLLQri", "vpsllq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1704, false, "VPSLLQYri", "vpsllq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1706, false, "VPSLLQZ256ri", "vpsllq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1707, false, "VPSLLQZri", "vpsllq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1708, false, "PSLLDQri", "pslldq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (1709, false, "VPSLLDQri", "vpslldq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1710, false, "VPSLLDQYri", "vpslldq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1715, false, "PCMPEQBrr", "pcmpeqb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1722, false, "PCMPEQWrr", "pcmpeqw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1722, true, "PCMPEQWrm", "pcmpeqw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1729, false, "PCMPEQDrr", "pcmpeqd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (1731, false, "VPCMPEQDYrr", "vpcmpeqd", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (1736, false, "VZEROUPPER", "vzeroupper", &[]),
+    (1737, false, "VZEROALL", "vzeroall", &[]),
+    (1820, false, "MOVPDI2DIrr", "movd", &[Op::Reg(0), Op::Reg(1)]),
+    (1820, true, "MOVPDI2DImr", "movd", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1821, false, "MOVPQIto64rr", "movq", &[Op::Reg(0), Op::Reg(1)]),
+    (1822, true, "VMOVPDI2DImr", "vmovd", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1823, false, "VMOVPQIto64rr", "vmovq", &[Op::Reg(0), Op::Reg(1)]),
+    (1826, false, "MOVZPQILo2PQIrr", "movq", &[Op::Reg(0), Op::Reg(1)]),
+    (1826, true, "MOVQI2PQIrm", "movq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1827, true, "VMOVQI2PQIrm", "vmovq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (1830, true, "MOVDQAmr", "movdqa", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1831, true, "VMOVDQAmr", "vmovdqa", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1832, false, "VMOVDQAYrr_REV", "vmovdqa", &[Op::Reg(0), Op::Reg(1)]),
+    (1832, true, "VMOVDQAYmr", "vmovdqa", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1835, true, "VMOVDQA32Zmr", "vmovdqa32", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1838, true, "VMOVDQA64Zmrk", "vmovdqa64", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(209), Op::Reg(1)]),
+    (1839, true, "MOVDQUmr", "movdqu", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1840, true, "VMOVDQUmr", "vmovdqu", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1841, true, "VMOVDQUYmr", "vmovdqu", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1843, true, "VMOVDQU32Z256mr", "vmovdqu32", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1844, true, "VMOVDQU32Zmr", "vmovdqu32", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1846, true, "VMOVDQU64Z256mr", "vmovdqu64", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (1847, true, "VMOVDQU64Zmrk", "vmovdqu64", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(209), Op::Reg(1)]),
+    (1856, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(0)]),
+    (1859, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(1)]),
+    (1862, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(2)]),
+    (1865, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(3)]),
+    (1868, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(4)]),
+    (1871, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(5)]),
+    (1874, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(6)]),
+    (1877, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(7)]),
+    (1880, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(8)]),
+    (1883, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(9)]),
+    (1886, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(10)]),
+    (1889, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(11)]),
+    (1892, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(12)]),
+    (1895, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(13)]),
+    (1898, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(14)]),
+    (1901, false, "JCC_4", "j", &[Op::Branch(0), Op::Const(15)]),
+    (1902, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(0)]),
+    (1904, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(2)]),
+    (1904, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(2)]),
+    (1905, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(3)]),
+    (1905, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(3)]),
+    (1906, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(4)]),
+    (1906, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(4)]),
+    (1907, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(5)]),
+    (1907, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(5)]),
+    (1908, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(6)]),
+    (1908, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(6)]),
+    (1909, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(7)]),
+    (1909, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(7)]),
+    (1910, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(8)]),
+    (1911, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(9)]),
+    (1912, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(10)]),
+    (1913, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(11)]),
+    (1914, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(12)]),
+    (1914, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(12)]),
+    (1915, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(13)]),
+    (1916, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(14)]),
+    (1916, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(14)]),
+    (1917, false, "SETCCr", "set", &[Op::Reg(0), Op::Const(15)]),
+    (1917, true, "SETCCm", "set", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Const(15)]),
+    (1926, false, "KMOVWkr", "kmovw", &[Op::Reg(0), Op::Reg(1)]),
+    (1927, false, "KMOVBkr", "kmovb", &[Op::Reg(0), Op::Reg(1)]),
+    (1931, false, "KMOVBrk", "kmovb", &[Op::Reg(0), Op::Reg(1)]),
+    (1948, false, "CPUID", "cpuid", &[]),
+    (1950, false, "BT32rr", "btl", &[Op::Reg(0), Op::Reg(1)]),
+    (1951, false, "BT64rr", "btq", &[Op::Reg(0), Op::Reg(1)]),
+    (1953, false, "SHLD32rri8", "shldl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1954, false, "SHLD64rri8", "shldq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (1957, false, "SHLD64rrCL", "shldq%cl,", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2000, false, "BTS32rr", "btsl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2001, false, "BTS64rr", "btsq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2003, false, "SHRD32rri8", "shrdl", &[Op::Reg(0), Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (2004, false, "SHRD64rri8", "shrdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2043, true, "CLFLUSH", "clflush", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2071, false, "IMUL32rr", "imull", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2071, true, "IMUL32rm", "imull", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2072, false, "IMUL64rr", "imulq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2072, true, "IMUL64rm", "imulq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2073, true, "LOCK_PREFIX CMPXCHG8rm", "lock cmpxchgb", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (2075, true, "LOCK_PREFIX CMPXCHG32rm", "lock cmpxchgl", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (2076, true, "LOCK_PREFIX CMPXCHG64rm", "lock cmpxchgq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (2090, false, "MOVZX32rr8", "movzbl", &[Op::Reg(0), Op::Reg(1)]),
+    (2090, true, "MOVZX32rm8", "movzbl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2091, false, "MOVZX64rr8", "movzbq", &[Op::Reg(0), Op::Reg(1)]),
+    (2091, true, "MOVZX64rm8", "movzbq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2093, false, "MOVZX32rr16", "movzwl", &[Op::Reg(0), Op::Reg(1)]),
+    (2093, true, "MOVZX32rm16", "movzwl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2094, true, "MOVZX64rm16", "movzwq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2104, false, "BT32ri8", "btl", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (2105, false, "BT64ri8", "btq", &[Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (2108, false, "BTS64ri8", "btsq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (2108, true, "BTS64mi8", "btsq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (2111, false, "BTR64ri8", "btrq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (2114, false, "BTC64ri8", "btcq", &[Op::Reg(0), Op::Reg(0), Op::Imm(1, Ext::Raw)]),
+    (2114, true, "BTC64mi8", "btcq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(1, Ext::Raw)]),
+    (2120, false, "BSF64rr", "bsfq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2122, false, "TZCNT32rr", "tzcntl", &[Op::Reg(0), Op::Reg(1)]),
+    (2123, false, "TZCNT64rr", "tzcntq", &[Op::Reg(0), Op::Reg(1)]),
+    (2123, true, "TZCNT64rm", "tzcntq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2125, false, "BSR32rr", "bsrl", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2125, true, "BSR32rm", "bsrl", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2126, false, "BSR64rr", "bsrq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2126, true, "BSR64rm", "bsrq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2128, false, "LZCNT32rr", "lzcntl", &[Op::Reg(0), Op::Reg(1)]),
+    (2130, false, "MOVSX16rr8", "movsbw", &[Op::Reg(0), Op::Reg(1)]),
+    (2130, true, "MOVSX16rm8", "movsbw", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2131, false, "MOVSX32rr8", "movsbl", &[Op::Reg(0), Op::Reg(1)]),
+    (2131, true, "MOVSX32rm8", "movsbl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2132, false, "MOVSX64rr8", "movsbq", &[Op::Reg(0), Op::Reg(1)]),
+    (2132, true, "MOVSX64rm8", "movsbq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2134, false, "MOVSX32rr16", "movswl", &[Op::Reg(0), Op::Reg(1)]),
+    (2134, true, "MOVSX32rm16", "movswl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2135, false, "MOVSX64rr16", "movswq", &[Op::Reg(0), Op::Reg(1)]),
+    (2135, true, "MOVSX64rm16", "movswq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2138, true, "LOCK_PREFIX XADD32rm", "lock xaddl", &[Op::Reg(1), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2152, false, "CMPSSrri_Int", "cmpltss", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2155, false, "CMPSDrri_Int", "cmpnlesd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2162, false, "PINSRWrri", "pinsrw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2162, true, "PINSRWrmi", "pinsrw", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(2, Ext::Raw)]),
+    (2170, false, "PEXTRWrri", "pextrw", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2176, false, "SHUFPSrri", "shufps", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2182, false, "SHUFPDrri", "shufpd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (2182, true, "SHUFPDrmi", "shufpd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]),
+    (2201, false, "RDRAND64r", "rdrandq", &[Op::Reg(0)]),
+    (2205, false, "RDSEED64r", "rdseedq", &[Op::Reg(0)]),
+    (2209, false, "BSWAP32r", "bswapl", &[Op::Reg(0), Op::Reg(0)]),
+    (2210, false, "BSWAP64r", "bswapq", &[Op::Reg(0), Op::Reg(0)]),
+    (2225, false, "PSRLDrr", "psrld", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2239, false, "PADDQrr", "paddq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2239, true, "PADDQrm", "paddq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2240, false, "VPADDQrr", "vpaddq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2240, true, "VPADDQrm", "vpaddq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2241, false, "VPADDQYrr", "vpaddq", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (2241, true, "VPADDQYrm", "vpaddq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2243, false, "VPADDQZ256rr", "vpaddq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2244, false, "VPADDQZrr", "vpaddq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2252, true, "MOVPQI2QImr", "movq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (2253, true, "VMOVPQI2QImr", "vmovq", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (2259, false, "PMOVMSKBrr", "pmovmskb", &[Op::Reg(0), Op::Reg(1)]),
+    (2287, false, "PANDrr", "pand", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2287, true, "PANDrm", "pand", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2288, false, "VPANDrr", "vpand", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2288, true, "VPANDrm", "vpand", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2289, false, "VPANDYrr", "vpand", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2289, true, "VPANDYrm", "vpand", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2294, false, "VPANDQZ256rr", "vpandq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2295, false, "VPANDQZrr", "vpandq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2318, false, "PANDNrr", "pandn", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2318, true, "PANDNrm", "pandn", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2319, false, "VPANDNrr", "vpandn", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2320, false, "VPANDNYrr", "vpandn", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2372, false, "CVTTPD2DQrr", "cvttpd2dq", &[Op::Reg(0), Op::Reg(0)]),
+    (2422, false, "PORrr", "por", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2422, true, "PORrm", "por", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2423, false, "VPORrr", "vpor", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2423, true, "VPORrm", "vpor", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2424, false, "VPORYrr", "vpor", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2424, true, "VPORYrm", "vpor", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2429, false, "VPORQZ256rr", "vporq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2430, false, "VPORQZrr", "vporq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2453, false, "PXORrr", "pxor", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2453, true, "PXORrm", "pxor", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2454, false, "VPXORrr", "vpxor", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2454, true, "VPXORrm", "vpxor", &[Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2455, false, "VPXORYrr", "vpxor", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2455, true, "VPXORYrm", "vpxor", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2457, false, "VPXORDZ256rr", "vpxord", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (2457, true, "VPXORDZ256rm", "vpxord", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2458, false, "VPXORDZrr", "vpxord", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2458, true, "VPXORDZrm", "vpxord", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2460, false, "VPXORQZ256rr", "vpxorq", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (2461, false, "VPXORQZrr", "vpxorq", &[Op::Reg(0), Op::Reg(0), Op::Reg(0)]),
+    (2473, false, "PSLLDrr", "pslld", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2487, false, "PMULUDQrr", "pmuludq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2488, false, "VPMULUDQrr", "vpmuludq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2488, true, "VPMULUDQrm", "vpmuludq", &[Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2489, false, "VPMULUDQYrr", "vpmuludq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2489, true, "VPMULUDQYrm", "vpmuludq", &[Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2492, false, "VPMULUDQZrr", "vpmuludq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2511, false, "PSUBBrr", "psubb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2525, false, "PSUBDrr", "psubd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2532, false, "PSUBQrr", "psubq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2532, true, "PSUBQrm", "psubq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2534, false, "VPSUBQYrr", "vpsubq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2536, false, "VPSUBQZ256rrk", "vpsubq", &[Op::Reg(0), Op::Reg(0), Op::Unknown, Op::Reg(0), Op::Reg(2)]),
+    (2539, false, "PADDBrr", "paddb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2540, false, "VPADDBrr", "vpaddb", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2546, false, "PADDWrr", "paddw", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2553, false, "PADDDrr", "paddd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2553, true, "PADDDrm", "paddd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2554, false, "VPADDDrr", "vpaddd", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2554, true, "VPADDDrm", "vpaddd", &[Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2555, false, "VPADDDYrr", "vpaddd", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2555, true, "VPADDDYrm", "vpaddd", &[Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2557, false, "VPADDDZ256rr", "vpaddd", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2557, true, "VPADDDZ256rm", "vpaddd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2558, false, "VPADDDZrr", "vpaddd", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (2558, true, "VPADDDZrm", "vpaddd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2563, false, "PSHUFBrr", "pshufb", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (2564, false, "VPSHUFBrr", "vpshufb", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2564, true, "VPSHUFBrm", "vpshufb", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (2565, false, "VPSHUFBYrr", "vpshufb", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (2916, false, "VPERMDYrr", "vpermd", &[Op::Reg(0), Op::Reg(1), Op::Reg(0)]),
+    (2917, false, "VPERMDZ256rr", "vpermd", &[Op::Reg(0), Op::Reg(1), Op::Reg(0)]),
+    (2918, false, "VPERMDZrr", "vpermd", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3035, false, "VPSRLVQZ256rr", "vpsrlvq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3053, false, "VPSLLVQZ256rr", "vpsllvq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (3101, false, "VPBROADCASTDYrr", "vpbroadcastd", &[Op::Reg(0), Op::Reg(1)]),
+    (3101, true, "VPBROADCASTDYrm", "vpbroadcastd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3104, true, "VPBROADCASTDZrm", "vpbroadcastd", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3105, false, "VPBROADCASTQrr", "vpbroadcastq", &[Op::Reg(0), Op::Reg(0)]),
+    (3106, false, "VPBROADCASTQYrr", "vpbroadcastq", &[Op::Reg(0), Op::Reg(1)]),
+    (3106, true, "VPBROADCASTQYrm", "vpbroadcastq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3111, false, "VPBROADCASTQZ256rr", "vpbroadcastq", &[Op::Reg(0), Op::Reg(1)]),
+    (3111, true, "VPBROADCASTQZ256rm", "vpbroadcastq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3112, false, "VPBROADCASTQZrr", "vpbroadcastq", &[Op::Reg(0), Op::Reg(1)]),
+    (3112, true, "VPBROADCASTQZrm", "vpbroadcastq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3113, true, "VBROADCASTI128rm", "vbroadcasti128", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3115, true, "VBROADCASTI32X4Zrm", "vbroadcasti32x4", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3136, false, "VPBLENDMQZ256rrk", "vpblendmq", &[Op::Reg(0), Op::Const(208), Op::Reg(0), Op::Reg(2)]),
+    (3218, false, "VPBROADCASTQrZ256rr", "vpbroadcastq", &[Op::Reg(0), Op::Reg(1)]),
+    (3219, false, "VPBROADCASTQrZrr", "vpbroadcastq", &[Op::Reg(0), Op::Reg(1)]),
+    (3509, false, "VPMADD52LUQZ256r", "vpmadd52luq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3509, true, "VPMADD52LUQZ256m", "vpmadd52luq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3510, false, "VPMADD52LUQZr", "vpmadd52luq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3512, false, "VPMADD52HUQZ256r", "vpmadd52huq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3512, true, "VPMADD52HUQZ256m", "vpmadd52huq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3513, false, "VPMADD52HUQZr", "vpmadd52huq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3612, false, "SHA1NEXTErr", "sha1nexte", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3615, false, "SHA1MSG1rr", "sha1msg1", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3616, false, "SHA1MSG2rr", "sha1msg2", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3619, false, "SHA256RNDS2rr", "sha256rnds2%xmm0,", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3622, false, "SHA256MSG1rr", "sha256msg1", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3625, false, "SHA256MSG2rr", "sha256msg2", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3634, false, "AESIMCrr", "aesimc", &[Op::Reg(0), Op::Reg(0)]),
+    (3636, false, "AESENCrr", "aesenc", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3637, false, "VAESENCrr", "vaesenc", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (3642, false, "AESENCLASTrr", "aesenclast", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3642, true, "AESENCLASTrm", "aesenclast", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3643, false, "VAESENCLASTrr", "vaesenclast", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (3648, false, "AESDECrr", "aesdec", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3649, false, "VAESDECrr", "vaesdec", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (3654, false, "AESDECLASTrr", "aesdeclast", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3654, true, "AESDECLASTrm", "aesdeclast", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3655, false, "VAESDECLASTrr", "vaesdeclast", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (3662, true, "MOVBE64rm", "movbeq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3666, true, "MOVBE32mr", "movbel", &[Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(1)]),
+    (3671, false, "ANDN32rr", "andnl", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3672, false, "ANDN64rr", "andnq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3679, false, "BZHI32rr", "bzhil", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3680, false, "BZHI64rr", "bzhiq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3690, false, "ADCX64rr", "adcxq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3690, true, "ADCX64rm", "adcxq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3692, false, "ADOX64rr", "adoxq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1)]),
+    (3692, true, "ADOX64rm", "adoxq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3694, false, "MULX64rr", "mulxq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2)]),
+    (3694, true, "MULX64rm", "mulxq", &[Op::Reg(0), Op::Reg(1), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg]),
+    (3697, false, "SHLX32rr", "shlxl", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3698, false, "SHLX64rr", "shlxq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3698, true, "SHLX64rm", "shlxq", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(2)]),
+    (3701, false, "SHRX32rr", "shrxl", &[Op::Reg(0), Op::Reg(1), Op::Reg(2)]),
+    (3701, true, "SHRX32rm", "shrxl", &[Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Reg(2)]),
+    (3702, false, "SHRX64rr", "shrxq", &[Op::Reg(0), Op::Reg(1), Op::Reg(0)]),
+    (3714, false, "VPERMQYri", "vpermq", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (3715, false, "VPERMQZ256ri", "vpermq", &[Op::Reg(0), Op::Reg(0), Op::Imm(2, Ext::Raw)]),
+    (3716, false, "VPERMQZri", "vpermq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3721, false, "VPBLENDDYrri", "vpblendd", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3726, false, "VALIGNQZ256rri", "valignq", &[Op::Reg(0), Op::Reg(1), Op::Reg(0), Op::Imm(3, Ext::Raw)]),
+    (3767, false, "PALIGNRrri", "palignr", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3768, false, "VPALIGNRrri", "vpalignr", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3769, false, "VPALIGNRYrri", "vpalignr", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3788, false, "VPEXTRQrri", "vpextrq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3820, false, "VPCMPUQZ256rri", "vpcmpltuq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3826, false, "VPCMPQZ256rri", "vpcmpeqq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3837, false, "PINSRDrri", "pinsrd", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3839, true, "VPINSRDrmi", "vpinsrd", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]),
+    (3840, false, "VPINSRQrri", "vpinsrq", &[Op::Reg(0), Op::Reg(0), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3869, false, "VINSERTI128rri", "vinserti128", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3869, true, "VINSERTI128rmi", "vinserti128", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::MemScale]),
+    (3874, false, "VEXTRACTI128rri", "vextracti128", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3876, false, "VEXTRACTI32X4Zrri", "vextracti32x4", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3882, false, "VEXTRACTI64X4Zrri", "vextracti64x4", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3906, false, "VSHUFI32X4Z256rri", "vshufi32x4", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3907, false, "VSHUFI32X4Zrri", "vshufi32x4", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3909, false, "VSHUFI64X2Zrri", "vshufi64x2", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3910, false, "PCLMULQDQrri", "pclmulqdq", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (3911, false, "VPCLMULQDQrri", "vpclmulqdq", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (3911, true, "VPCLMULQDQrmi", "vpclmulqdq", &[Op::Reg(0), Op::Reg(0), Op::MemBase, Op::MemScale, Op::MemIndex, Op::MemDisp, Op::MemSeg, Op::Imm(3, Ext::Raw)]),
+    (3916, false, "VPERM2I128rri", "vperm2i128", &[Op::Reg(0), Op::Reg(1), Op::Reg(2), Op::Imm(3, Ext::Raw)]),
+    (4057, false, "SHA1RNDS4rri", "sha1rnds4", &[Op::Reg(0), Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (4070, false, "AESKEYGENASSISTrri", "aeskeygenassist", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (4072, false, "RORX32ri", "rorxl", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (4073, false, "RORX64ri", "rorxq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (4094, false, "VPROTDri", "vprotd", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
+    (4095, false, "VPROTQri", "vprotq", &[Op::Reg(0), Op::Reg(1), Op::Imm(2, Ext::Raw)]),
 ];

@@ -328,6 +328,29 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
             is_entry: lead == 0 || func.secondary_entries.contains(&lead),
         });
     }
+    // Outside relocation mode (no strict mode) BOLT re-analyses every unresolved indirect jump
+    // of a multi-block function in its block, and rejects the function's CFG ("failed to
+    // post-process indirect branches") unless it finds the memory location the jump goes
+    // through: the jump's own memory operand, or a load earlier in its block. In relocation
+    // mode (perf2bolt's strict mode), and in a one-block function, such a jump is a tail call.
+    if !image.relocation_mode() && blocks.len() > 1 {
+        let rejected = blocks.iter().any(|b| {
+            let body = &insns[b.first_insn as usize..b.end_insn as usize];
+            body.iter().enumerate().any(|(k, i)| {
+                i.flow == Flow::IndirectJump
+                    && i.tail_call
+                    && !i.has_mem
+                    && !body[..k].iter().any(|p| p.has_mem)
+            })
+        });
+        if rejected {
+            return Cfg {
+                simple: false,
+                insns,
+                blocks: Vec::new(),
+            };
+        }
+    }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
     let mut target_iter = targets.iter().peekable();
     let real_blocks = blocks.len();

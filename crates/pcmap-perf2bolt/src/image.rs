@@ -94,6 +94,7 @@ pub struct Image<'data> {
     build_id: Option<String>,
     build_id_raw: Option<Vec<u8>>,
     has_bat: bool,
+    relocation_mode: bool,
     fixed_address: bool,
 }
 
@@ -123,6 +124,10 @@ impl<'data> Image<'data> {
         let build_id_raw = file.build_id().ok().flatten().map(<[u8]>::to_vec);
         let has_bat = file.section_by_name(".note.bolt_bat").is_some();
         let fixed_address = file.kind() == object::ObjectKind::Executable;
+        // BOLT runs in relocation mode (strict, for aggregation) only when the code's link-time
+        // relocations were kept (`--emit-relocs`); a BOLT-optimized binary has none.
+        let relocation_mode = file.section_by_name(".rela.text").is_some()
+            || file.section_by_name(".rel.text").is_some();
         let build_id = build_id_raw
             .as_ref()
             .map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>());
@@ -323,6 +328,7 @@ impl<'data> Image<'data> {
             build_id_raw,
             has_bat,
             fixed_address,
+            relocation_mode,
         };
         image.add_interprocedural_entry_points();
         Ok(image)
@@ -373,6 +379,12 @@ impl<'data> Image<'data> {
     /// (`.note.bolt_bat`): profiles of such binaries must be translated through BAT.
     pub fn has_bat(&self) -> bool {
         self.has_bat
+    }
+
+    /// Whether BOLT would process the binary in relocation mode: its code relocations were kept
+    /// (`.rela.text`, from `--emit-relocs`). perf2bolt then runs in strict mode.
+    pub fn relocation_mode(&self) -> bool {
+        self.relocation_mode
     }
 
     /// Whether the binary is loaded at its link-time addresses (`ET_EXEC`, not PIE).

@@ -14,10 +14,9 @@
 //!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
 //!
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
-//! ([`aggregate::Aggregator::with_bat`]) for fdata output.
+//! ([`aggregate::Aggregator::with_bat`]) for fdata and BAT YAML output.
 //!
-//! Not covered yet: YAML profiles of BOLT-optimized inputs, YAML block hashes, landing pads
-//! (C++ exceptions), perf.data of position-independent binaries.
+//! Not covered yet: landing pads (C++ exceptions), perf.data of position-independent binaries.
 
 pub mod aggregate;
 pub mod block_hash;

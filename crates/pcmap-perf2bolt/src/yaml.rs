@@ -5,8 +5,7 @@
 //! (BOLT's function number: symbol functions in address order, then PLT entries, then the PLT
 //! header), `hash` (xxh3 of LLVM opcode names, see [`crate::hash`]), `exec` (entries at offset 0),
 //! `nblocks`, and the blocks that are entry points or carry counts, with every CFG successor (zero
-//! counts included) and call sites. Block hashes are not computed: only their offset field (bits
-//! 0-15) is filled in; llvm-bolt matches blocks by index when the function hash matches.
+//! counts included), call sites and block hashes ([`crate::block_hash`]).
 
 use pcmap_bat::BatTable;
 use pcmap_profile::yaml;
@@ -14,8 +13,8 @@ use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregator, BranchProfile, Loc};
 use crate::cfg::Flow;
-use crate::hash;
 use crate::image::FunctionKind;
+use crate::{block_hash, hash};
 
 /// BOLT's function numbers (`fid`), indexed like [`crate::image::Image::functions`]: functions
 /// with symbols in address order, then PLT entries, then the PLT header, then functions known
@@ -61,14 +60,11 @@ struct Index<'p> {
 
 impl<'p> Index<'p> {
     fn new(agg: &Aggregator<'_, '_>, profile: &'p BranchProfile) -> Self {
-        let funcs = agg.image().functions();
         let mut by_func: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
         let mut entries: FxHashMap<(u32, u64), u64> = FxHashMap::default();
-        let mut profiled = vec![false; funcs.len()];
+        let profiled = profile.profiled_functions(agg.image().functions().len());
         for (i, (k, c)) in profile.records.iter().enumerate() {
-            profiled[k.func as usize] = true;
             if let Loc::Func(t, off) = k.to {
-                profiled[t as usize] = true;
                 let inter = k.external_entry || t != k.func || off == 0;
                 if inter {
                     let e = entries.entry((t, off)).or_default();
@@ -134,9 +130,10 @@ pub fn branch_profile(
         agg.bat()
             .is_some_and(|b| b.is_bat_function(funcs[fi].address))
     };
+    let hash_ctx = block_hash::Context::new(agg.image());
     for fi in 0..funcs.len() {
         if index.profiled[fi] && !is_bat_function(fi) {
-            out.functions.push(cfg_function(agg, &index, fi));
+            out.functions.push(cfg_function(agg, &index, &hash_ctx, fi));
         }
     }
     if let Some(bat) = agg.bat() {
@@ -191,7 +188,12 @@ fn entry_discriminator(agg: &Aggregator<'_, '_>, fi: usize, offset: u64) -> u32 
 }
 
 /// One function converted from its CFG (perf2bolt's `YAMLProfileWriter::convert`).
-fn cfg_function(agg: &Aggregator<'_, '_>, index: &Index<'_>, fi: usize) -> yaml::Function {
+fn cfg_function(
+    agg: &Aggregator<'_, '_>,
+    index: &Index<'_>,
+    hash_ctx: &block_hash::Context<'_, '_>,
+    fi: usize,
+) -> yaml::Function {
     let image = agg.image();
     let f = &image.functions()[fi];
     let profile = index.profile;
@@ -215,6 +217,7 @@ fn cfg_function(agg: &Aggregator<'_, '_>, index: &Index<'_>, fi: usize) -> yaml:
         return yf;
     }
     let recs = index.records_of(fi);
+    let (hashes, _) = block_hash::block_hashes(hash_ctx, f, cfg);
     let mut blocks: Vec<yaml::Block> = Vec::new();
     let mut incoming = vec![0u64; cfg.blocks.len()];
     let mut per_block: Vec<yaml::Block> = cfg
@@ -224,7 +227,10 @@ fn cfg_function(agg: &Aggregator<'_, '_>, index: &Index<'_>, fi: usize) -> yaml:
         .map(|(bi, b)| yaml::Block {
             index: bi as u32,
             num_instructions: b.end_insn - b.first_insn,
-            hash: u64::from(b.offset) & 0xffff,
+            hash: hashes
+                .get(bi)
+                .copied()
+                .unwrap_or(u64::from(b.offset) & 0xffff),
             exec_count: if b.is_entry {
                 entries
                     .get(&(fi as u32, u64::from(b.offset)))

@@ -85,7 +85,11 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
         let func = &image.functions()[fi];
         let c = cfg::build(&image, func);
         let (ours, stats) = block_hashes_of(&ctx, func, &c);
+        let inputs = block_hash::hash_inputs(&ctx, func, &c, &mut block_hash::Stats::default());
         unknown += stats.unknown;
+        if let Some(u) = stats.first_unknown {
+            writeln!(report, "{tag} {}: unknown instruction form {u:?}", yf.name).unwrap();
+        }
         for yb in &yf.blocks {
             let Some(&o) = ours.get(yb.index as usize) else {
                 continue;
@@ -103,15 +107,19 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
             for (k, (shift, mask)) in parts.into_iter().enumerate() {
                 if (o >> shift) & mask == (t >> shift) & mask {
                     a.fields[k] += 1;
-                } else if report.len() < 6000 && k < 5 {
+                } else if report.len() < 200_000 && k < 5 {
                     writeln!(
                         report,
-                        "{tag} {} bb{} {}: ours {:#x} theirs {:#x}",
+                        "{tag} {} bb{} {}: ours {:#x} theirs {:#x} (opcode string {:?})",
                         yf.name,
                         yb.index,
                         FIELDS[k],
                         (o >> shift) & mask,
-                        (t >> shift) & mask
+                        (t >> shift) & mask,
+                        inputs
+                            .get(yb.index as usize)
+                            .map(|i| i.1.as_str())
+                            .unwrap_or("")
                     )
                     .unwrap();
                 }
@@ -168,4 +176,16 @@ fn block_hashes_match_perf2bolt() {
     check(&a1, "p1", [96.0; 6], 25);
     check(&a4, "p4", [95.0; 6], 20);
     check(&am, "many", [99.9; 6], 6000);
+}
+
+/// Ad-hoc measurement on other binaries: `PCMAP_BLOCK_HASH_BINARIES=a:b cargo test ... -- --nocapture`
+/// prints the agreement per field for each (no floors; a no-op without the variable).
+#[test]
+fn block_hashes_of_other_binaries() {
+    let Some(list) = std::env::var_os("PCMAP_BLOCK_HASH_BINARIES") else {
+        return;
+    };
+    for (k, bin) in std::env::split_paths(&list).enumerate() {
+        measure(&bin, &format!("extra{k}"));
+    }
 }

@@ -65,6 +65,12 @@ fn check(bin: &std::path::Path, tag: &str, seed: u64) {
             pct(s.out_of_range)
         ),
     ];
+    let mut ours_stats = ours_stats;
+    let num_functions = agg.image().functions().len();
+    ours_stats.extend(
+        agg.function_stats(&profile.profiled_functions(num_functions))
+            .report_lines(),
+    );
     assert_eq!(ours_stats, stats, "{tag} seed {seed}");
 }
 

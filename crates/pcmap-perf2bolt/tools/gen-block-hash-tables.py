@@ -107,6 +107,13 @@ def mnemonic(text, name, operands):
     it; literal operands of the asm string (`%cl` of shifts, `%rax` of `stosq`, the `*` of
     indirect branches) are. A printed operand is literal when it names no register of the
     MCInst's operands and is not an immediate, address or memory reference built from them."""
+    # A condition code is an operand embedded in the mnemonic (`cmov${cond}{l}`, `set${cond}`):
+    # the mnemonic ends before it.
+    for prefix, mn in (("CMOV", "cmov"), ("SETCC", "set"), ("SETZUCC", "setzu"), ("JCC", "j"),
+                       ("CFCMOV", "cfcmov"), ("CMPCCXADD", "cmp"), ("CCMP", "ccmp"),
+                       ("CTEST", "ctest")):
+        if name.startswith(prefix):
+            return mn
     words = text.replace("\t", " ").split(None, 1)
     if not words:
         return ""
@@ -361,11 +368,11 @@ for idx, name in sorted(iced_regs):
     print(f"    {n if n is not None else 65535}, // {name}")
 print("];")
 print()
-print("/// `(iced_x86::Code as u16, has memory operand, AT&T mnemonics, MCInst operands)`, sorted;")
-print("/// prefixes LLVM decodes as instructions of their own come first in the mnemonics (they have")
-print("/// no operands); the operands are those of the last MCInst.")
-print("pub static INSNS: &[(u16, bool, &str, &[Op])] = &[")
+print("/// `(iced_x86::Code as u16, has memory operand, LLVM opcode names, AT&T mnemonics, MCInst")
+print("/// operands)`, sorted; prefixes LLVM decodes as instructions of their own come first in the")
+print("/// names and mnemonics (they have no operands); the operands are those of the last MCInst.")
+print("pub static INSNS: &[(u16, bool, &str, &str, &[Op])] = &[")
 for (code, mem), (names, mnems, cands, prefix_ok) in sorted(by_key.items()):
     ops = ", ".join(rust_op(c) for c in resolve(cands)) if prefix_ok else "Op::Unknown"
-    print(f"    ({code}, {'true' if mem else 'false'}, \"{mnems}\", &[{ops}]), // {names}")
+    print(f"    ({code}, {'true' if mem else 'false'}, \"{names}\", \"{mnems}\", &[{ops}]),")
 print("];")

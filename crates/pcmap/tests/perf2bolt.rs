@@ -319,8 +319,7 @@ fn perf_data_branch_stacks_match_perf2bolt() {
     assert_eq!(stat(&stdout), stat(&p2b));
 }
 
-/// YAML output against perf2bolt's: equal line for line except block hashes (`hash:` under a
-/// block), which pcmap does not compute (only their offset field); function hashes must agree.
+/// YAML output against perf2bolt's: equal line for line, function and block hashes included.
 fn yaml_differential(bin: &Path, tag: &str, seed: u64) {
     let dir = tk::scratch_dir(&format!("cli-perf2bolt-yaml-{tag}-{seed}"));
     let funcs = support::disassemble(bin);
@@ -361,14 +360,8 @@ fn yaml_differential(bin: &Path, tag: &str, seed: u64) {
         ours,
         std::fs::read_to_string(dir.join("pcmap-w.yaml")).unwrap()
     );
-    // Block hashes are left out of the comparison (pcmap writes only their offset field, and
-    // the YAML writer omits a zero hash).
-    let mask = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| !l.starts_with("        hash:"))
-            .map(str::to_string)
-            .collect()
-    };
+    // Everything is compared, block hashes included.
+    let mask = |s: &str| -> Vec<String> { s.lines().map(str::to_string).collect() };
     let (t, o) = (mask(&theirs), mask(&ours));
     assert!(t.len() > 20, "perf2bolt wrote too little YAML");
     for (i, (a, b)) in t.iter().zip(&o).enumerate() {
@@ -395,7 +388,7 @@ fn yaml_differential(bin: &Path, tag: &str, seed: u64) {
 }
 
 #[test]
-fn yaml_matches_perf2bolt_except_block_hashes() {
+fn yaml_matches_perf2bolt() {
     let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
     let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
     yaml_differential(&p1, "p1", 31);

@@ -136,8 +136,10 @@ fn bat_basic_samples_match_perf2bolt() {
     assert!(e.len() > 20, "too few sample records");
 }
 
-/// Block-level `hash:` lines of functions that are not BAT functions: their block hashes are
-/// computed from the CFG (`pcmap_perf2bolt::block_hash`), measured separately; everything else,
+/// The YAML's lines without the block-level `hash:` lines of functions that are not BAT
+/// functions: those are computed from the CFG of code BOLT left in place, where pcmap's block
+/// hashes do not always agree with perf2bolt's (without relocations BOLT symbolizes operands
+/// differently); their agreement is measured by [`cfg_block_hash_agreement`]. Everything else,
 /// BAT functions' hashes included, must be identical.
 fn mask_cfg_block_hashes(yaml: &str, bat_names: &[String]) -> Vec<String> {
     let mut in_bat = false;
@@ -159,6 +161,7 @@ fn mask_cfg_block_hashes(yaml: &str, bat_names: &[String]) -> Vec<String> {
 #[test]
 fn bat_yaml_matches_perf2bolt() {
     let mut functions_compared = 0;
+    let mut agree = (0usize, 0usize);
     for (bin, seed, n) in [
         (loops_bolted(), 41, 3000),
         (loops_bolted(), 42, 3000),
@@ -221,12 +224,22 @@ fn bat_yaml_matches_perf2bolt() {
             "seed {seed}: YAML length differs ({})",
             dir.display()
         );
+        let (same, all) = cfg_block_hash_agreement(&theirs, &ours, &bat_names);
+        agree.0 += same;
+        agree.1 += all;
         functions_compared += theirs.matches("\n  - name:").count();
         if seed == 41 {
             llvm_bolt_reads_like_perf2bolts(&dir);
         }
     }
     eprintln!("{functions_compared} functions in identical BAT YAML");
+    eprintln!(
+        "block hashes of functions BOLT left in place: {} of {} equal to perf2bolt's",
+        agree.0, agree.1
+    );
+    // A measured floor, not a target (3,330 of 3,333 measured): code BOLT left in place is
+    // hashed without relocations, where BOLT's operand symbolization is not fully reproduced.
+    assert!(agree.0 * 100 >= agree.1 * 99, "{agree:?}");
 }
 
 /// llvm-bolt, given the input binary of the loops fixture and pcmap's BAT YAML, accepts it and
@@ -277,6 +290,28 @@ fn llvm_bolt_reads_like_perf2bolts(dir: &Path) {
         );
     }
     eprintln!("with --infer-stale-profile: {inferred:#?}");
+}
+
+/// How many block hashes of non-BAT functions are equal in the two YAML files (which have the
+/// same lines otherwise): (equal, all).
+fn cfg_block_hash_agreement(theirs: &str, ours: &str, bat_names: &[String]) -> (usize, usize) {
+    let hashes = |yaml: &str| -> Vec<String> {
+        let mut in_bat = false;
+        yaml.lines()
+            .filter(|l| {
+                if let Some(name) = l.strip_prefix("  - name:") {
+                    in_bat = bat_names
+                        .iter()
+                        .any(|n| n == name.trim().trim_matches('\''));
+                }
+                !in_bat && l.starts_with("        hash:")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let (t, o) = (hashes(theirs), hashes(ours));
+    assert_eq!(t.len(), o.len());
+    (t.iter().zip(&o).filter(|(a, b)| a == b).count(), t.len())
 }
 
 /// The names perf2bolt prints for the BAT functions of `bin` (functions whose address has a

@@ -236,6 +236,8 @@ pub fn stat_lines(stdout: &str) -> Vec<String> {
             l.starts_with("PERF2BOLT: traces mismatching")
                 || l.starts_with("PERF2BOLT: out of range")
                 || l.starts_with("PERF2BOLT: read ")
+                || (l.starts_with("BOLT-INFO: ") && l.contains(" out of "))
+                || l.contains("with profile could not be optimized")
         })
         .map(str::to_string)
         .collect()

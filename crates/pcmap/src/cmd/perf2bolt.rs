@@ -183,8 +183,11 @@ pub fn run(args: Args) -> Result<()> {
     };
     // perf2bolt writes the binary path as given on its command line.
     let binary_name = args.binary.display().to_string();
+    let num_functions = image.functions().len();
+    let function_stats;
     let written = if args.basic_events {
         let samples = agg.aggregate_samples(&parsed);
+        function_stats = agg.function_stats(&samples.profiled_functions(num_functions));
         say(format!(
             "PERF2BOLT: out of range samples recorded in unknown regions: {}{}",
             samples.out_of_range,
@@ -202,6 +205,7 @@ pub fn run(args: Args) -> Result<()> {
         let bar = crate::progress::items(parsed.traces.len() as u64, "aggregating traces");
         let profile = agg.aggregate_traces(&parsed, &|n| bar.inc(n));
         bar.finish_and_clear();
+        function_stats = agg.function_stats(&profile.profiled_functions(num_functions));
         let s = profile.stats;
         say(format!(
             "PERF2BOLT: traces mismatching disassembled function contents: {}{}",
@@ -225,6 +229,9 @@ pub fn run(args: Args) -> Result<()> {
         "PERF2BOLT: wrote {written} objects and 0 memory objects to {}",
         args.output.display()
     ));
+    for line in function_stats.report_lines() {
+        say(line);
+    }
     Ok(())
 }
 
