@@ -1,6 +1,7 @@
 //! Collect example encodings for `tools/gen-block-hash-tables.py`: up to four examples per
-//! (iced-x86 code, memory operand?) pair from the functions of the given ELF binaries, each with
-//! iced-x86's view of its operands, plus the list of iced-x86 registers.
+//! (iced-x86 code, memory operand?) pair from the functions of the given ELF binaries (plus, for
+//! an immediate operand, a copy with its top bit set), each with iced-x86's view of its operands,
+//! plus the list of iced-x86 registers.
 //!
 //! Output lines:
 //! * `R <register index> <register name>` for every iced-x86 register;
@@ -80,7 +81,21 @@ fn main() {
                 }
                 let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);
                 let ins = d.decode();
+                let offsets = d.get_constant_offsets(&ins);
                 list.push((b.to_vec(), atoms(&ins)));
+                // A variant with the immediate's top bit set tells sign- from zero-extension.
+                if offsets.has_immediate() && !offsets.has_immediate2() {
+                    let mut v = b.to_vec();
+                    let (at, size) = (offsets.immediate_offset(), offsets.immediate_size());
+                    for (j, byte) in v[at..at + size].iter_mut().enumerate() {
+                        *byte = if j + 1 == size { 0x81 } else { 0x01 };
+                    }
+                    let mut d = Decoder::with_ip(64, &v, addr, DecoderOptions::NONE);
+                    let var = d.decode();
+                    if var.code() == ins.code() && !list.iter().any(|e| e.0 == v) {
+                        list.push((v, atoms(&var)));
+                    }
+                }
             }
         }
     }

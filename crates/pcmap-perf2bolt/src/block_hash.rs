@@ -103,8 +103,17 @@ pub struct Context<'i, 'd> {
     image: &'i Image<'d>,
     /// Data symbols: (address, size), sorted by address (largest size kept per address).
     data: Vec<(u64, u64)>,
-    /// Absolute relocations: address of the relocated bytes -> referenced address (S + A).
-    relocs: HashMap<u64, u64>,
+    /// Relocations in code: address of the relocated bytes -> relocation.
+    relocs: HashMap<u64, Reloc>,
+}
+
+/// A relocation against code bytes (binaries linked with `--emit-relocs`).
+#[derive(Debug, Clone, Copy)]
+struct Reloc {
+    /// The symbol's address when it is a real symbol (not a section symbol).
+    symbol: Option<u64>,
+    /// `S + A` for absolute relocations.
+    absolute: Option<u64>,
 }
 
 impl<'i, 'd> Context<'i, 'd> {
@@ -127,16 +136,23 @@ impl<'i, 'd> Context<'i, 'd> {
                     continue;
                 }
                 for (at, r) in section.relocations() {
-                    if r.kind() != RelocationKind::Absolute {
-                        continue;
-                    }
                     let RelocationTarget::Symbol(idx) = r.target() else {
                         continue;
                     };
                     let Ok(sym) = file.symbol_by_index(idx) else {
                         continue;
                     };
-                    relocs.insert(at, sym.address().wrapping_add(r.addend() as u64));
+                    let absolute = (r.kind() == RelocationKind::Absolute)
+                        .then(|| sym.address().wrapping_add(r.addend() as u64));
+                    // GOT-relative relocations refer to the GOT slot, not to the symbol.
+                    let symbol = (sym.kind() != SymbolKind::Section
+                        && sym.section_index().is_some()
+                        && matches!(
+                            r.kind(),
+                            RelocationKind::Absolute | RelocationKind::Relative
+                        ))
+                    .then(|| sym.address());
+                    relocs.insert(at, Reloc { symbol, absolute });
                 }
             }
         }
@@ -185,6 +201,44 @@ impl<'i, 'd> Context<'i, 'd> {
                 }
             }
             None => hash_integer(addr, out),
+        }
+    }
+
+    /// `hashExpr` of a reference to `addr` through a relocation against a real symbol at `sym`:
+    /// BOLT keeps the relocation's symbol and makes `sym + (addr - sym)`.
+    fn hash_symbol_ref(
+        &self,
+        func: &Function,
+        jump_tables: &[u64],
+        sym: u64,
+        addr: u64,
+        out: &mut Vec<u8>,
+    ) {
+        if jump_tables.contains(&addr) || jump_tables.contains(&sym) {
+            return;
+        }
+        let in_func = sym >= func.address && sym - func.address < func.size;
+        if !in_func && self.image.function_at(sym).is_none() {
+            hash_integer(sym, out);
+        }
+        if addr != sym {
+            out.push(0);
+            hash_integer(addr.wrapping_sub(sym), out);
+        }
+    }
+
+    /// `hashExpr` of an operand referring to `addr`, with the relocation at its bytes if any.
+    fn hash_reference(
+        &self,
+        func: &Function,
+        jump_tables: &[u64],
+        addr: u64,
+        reloc: Option<Reloc>,
+        out: &mut Vec<u8>,
+    ) {
+        match reloc.and_then(|r| r.symbol) {
+            Some(sym) => self.hash_symbol_ref(func, jump_tables, sym, addr, out),
+            None => self.hash_address(func, jump_tables, addr, out),
         }
     }
 
@@ -262,12 +316,26 @@ fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
         {
             out.push(ins.memory_displacement64());
         } else if ins.op0_kind() == OpKind::Register {
-            let lo = k.saturating_sub(8);
+            // `lea T(%rip), %rB; ...; movslq (%rB,%rI,4), %rX; add %rB, %rX; jmp *%rX`, the
+            // `lea` possibly hoisted far above.
+            let target = ins.op0_register().full_register();
+            let Some(load) = insns[..k].iter().rev().find(|i| {
+                i.code() == iced_x86::Code::Movsxd_r64_rm32
+                    && i.op0_register().full_register() == target
+                    && i.op1_kind() == OpKind::Memory
+                    && i.memory_index_scale() == 4
+            }) else {
+                continue;
+            };
+            let base = load.memory_base().full_register();
             out.extend(
-                insns[lo..k]
+                insns[..k]
                     .iter()
-                    .filter(|i| {
-                        i.code() == iced_x86::Code::Lea_r64_m && i.is_ip_rel_memory_operand()
+                    .rev()
+                    .find(|i| {
+                        i.code() == iced_x86::Code::Lea_r64_m
+                            && i.is_ip_rel_memory_operand()
+                            && i.op0_register().full_register() == base
                     })
                     .map(Instruction::ip_rel_memory_address),
             );
@@ -299,7 +367,7 @@ fn hash_operands(
         d.get_constant_offsets(&tmp)
     };
     let mut ok = true;
-    let reloc_at = |off: usize, present: bool| -> Option<u64> {
+    let reloc_at = |off: usize, present: bool| -> Option<Reloc> {
         present
             .then(|| ctx.relocs.get(&(ins.ip() + off as u64)).copied())
             .flatten()
@@ -314,8 +382,9 @@ fn hash_operands(
                 }
             },
             Op::Imm(i, ext) => {
-                if let Some(t) = reloc_at(offs.immediate_offset(), offs.has_immediate()) {
-                    ctx.hash_address(func, jump_tables, t, out);
+                let r = reloc_at(offs.immediate_offset(), offs.has_immediate());
+                if let Some((r, t)) = r.and_then(|r| Some((r, r.absolute?))) {
+                    ctx.hash_reference(func, jump_tables, t, Some(r), out);
                 } else {
                     hash_integer(extend(ins.immediate(u32::from(i)), ext), out);
                 }
@@ -325,12 +394,12 @@ fn hash_operands(
             Op::MemSeg => hash_integer(llvm_reg(ins.segment_prefix()).unwrap_or(0), out),
             Op::MemScale => hash_integer(u64::from(ins.memory_index_scale()), out),
             Op::MemDisp => {
+                let r = reloc_at(offs.displacement_offset(), offs.has_displacement());
                 if ins.is_ip_rel_memory_operand() {
-                    ctx.hash_address(func, jump_tables, ins.ip_rel_memory_address(), out);
-                } else if let Some(t) =
-                    reloc_at(offs.displacement_offset(), offs.has_displacement())
-                {
-                    ctx.hash_address(func, jump_tables, t, out);
+                    let t = ins.ip_rel_memory_address();
+                    ctx.hash_reference(func, jump_tables, t, r, out);
+                } else if let Some((r, t)) = r.and_then(|r| Some((r, r.absolute?))) {
+                    ctx.hash_reference(func, jump_tables, t, Some(r), out);
                 } else {
                     hash_integer(ins.memory_displacement64(), out);
                 }
@@ -341,6 +410,53 @@ fn hash_operands(
         }
     }
     ok
+}
+
+/// Whether BOLT gives an indirect jump that is not through a jump table its tail-call opcode
+/// (`JMP32r`/`JMP32m`, see [`hash::opcode_name`]). BOLT converts the jump to a tail call when it
+/// finds no memory location the target comes from (a jump through a register not loaded earlier
+/// in the block) or when the location looks like a jump table or fixed branch (no base register
+/// but %rip) that does not validate; when the location has a base register, only in a one-block
+/// function or a block with an epilogue (`pop`, `leave`); otherwise the jump keeps its opcode
+/// (`JMP64r`/`JMP64m`) and the function gets unknown control flow.
+fn tail_call_form(cfg: &Cfg, decoded: &[Instruction], block: &crate::cfg::Block, k: usize) -> bool {
+    let Some(jump) = decoded.get(k) else {
+        return true;
+    };
+    let first = block.first_insn as usize;
+    let body = decoded.get(first..k).unwrap_or(&[]);
+    let mem_loc = if jump.op0_kind() == OpKind::Memory {
+        Some(jump)
+    } else {
+        let reg = jump.op0_register().full_register();
+        body.iter()
+            .rev()
+            .find(|i| {
+                i.op_count() > 0
+                    && i.op0_kind() == OpKind::Register
+                    && i.op0_register().full_register() == reg
+            })
+            .filter(|i| (0..i.op_count()).any(|o| i.op_kind(o) == OpKind::Memory))
+    };
+    let Some(mem_loc) = mem_loc else {
+        return true;
+    };
+    // BOLT's `analyzeIndirectBranch` gives up (UNKNOWN) on a location with a base register
+    // other than %rip or with a segment; otherwise the jump was a jump-table or fixed-branch
+    // candidate that failed validation, which BOLT takes for a tail call.
+    let base = mem_loc.memory_base();
+    if (base == Register::None || base == Register::RIP)
+        && mem_loc.segment_prefix() == Register::None
+    {
+        return true;
+    }
+    cfg.blocks.len() == 1
+        || body.iter().any(|i| {
+            matches!(
+                i.mnemonic(),
+                iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
+            )
+        })
 }
 
 /// Whether an LLVM opcode name is a nop (`X86::isNOP`): BOLT leaves nops out of its blocks.
@@ -380,7 +496,14 @@ pub fn hash_inputs(
                 break;
             };
             let entry = lookup(insn.code as u16, insn.has_mem);
+            // Branches take BOLT's forms from `hash::opcode_name`; other instructions this
+            // table's names (the function-hash table may only know the other memory form).
+            let tail_form = insn.flow == Flow::IndirectJump
+                && insn.tail_call
+                && tail_call_form(cfg, &decoded, b, k as usize);
+            let special = matches!(insn.flow, Flow::CondJump | Flow::Jump) || tail_form;
             let names = match (hash::opcode_name(insn), entry) {
+                (Ok(Some(_)), Some(e)) if !special => e.2,
                 (Ok(Some(names)), _) => names,
                 (Ok(None), _) => continue, // direct unconditional jump
                 // Forms the function-hash table lacks: this table's names (same source).
@@ -404,7 +527,7 @@ pub fn hash_inputs(
                     // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
                 } else if insn.flow == Flow::CondJump && last {
                     mnemonics.push("JMP");
-                } else if insn.flow == Flow::IndirectJump && insn.tail_call && last {
+                } else if tail_form && last {
                     // BOLT's indirect tail calls are JMP32m/JMP32r (see `hash::opcode_name`).
                     mnemonics.push("jmpl*");
                 } else if let Some(m) = mnems.get(pi) {

@@ -301,31 +301,40 @@ for (code, mem, h, atoms), g_named, g_num in zip(examples, gn, gm):
     cands = [candidates(k, v, atoms) for k, v in main[2]]
     e = by_key.get((code, mem))
     if e is None:
-        by_key[(code, mem)] = [names, mnems, cands, prefix_ok]
+        n_ops = sum(5 if a.startswith("mb=") else 1 for a in atoms
+                    if a[0] in "rib" or a.startswith("mb="))
+        by_key[(code, mem)] = [names, mnems, cands, prefix_ok, n_ops == len(cands)]
     elif e[0] == names and len(e[2]) == len(cands):
         e[2] = [[x for x in a if x in b] for a, b in zip(e[2], cands)]
         e[3] = e[3] and prefix_ok
 
 
 for key in marker_keys:
-    by_key[key] = ["INT3", "int3", [], True]
+    by_key[key] = ["INT3", "int3", [], True, True]
 
 
-def resolve(cands):
+def resolve(cands, no_ties):
     """Pick one candidate per MCInst operand. A memory reference is five operands (base, scale,
     index, displacement, segment); its registers are told apart by their neighbours."""
     out = []
+    follows = {"MS": "MB", "MI": "MS", "MD": "MI", "MG": "MD"}
     for k, c in enumerate(cands):
         nxt = cands[k + 1] if k + 1 < len(cands) else []
         prev = out[-1] if out else None
+        # (moffs forms have a displacement and a segment only)
+        c = [x for x in c if (x not in follows or prev == follows[x]
+                              or (x == "MD" and prev not in ("MB", "MS", "MD")))
+             and (x != "MB" or "MS" in nxt)]
         if prev == "MD" and "MG" in c:
             out.append("MG")
         elif prev == "MS" and "MI" in c:
             out.append("MI")
-        elif "MB" in c and "MS" in nxt:
+        elif "MB" in c:
             out.append("MB")
         elif c:
-            out.append(sorted(c, key=lambda x: (RANK[x[0]], c.index(x)))[0])
+            # Without tied operands, an iced-x86 operand appears once: prefer unused ones.
+            used = set(out) if no_ties else set()
+            out.append(sorted(c, key=lambda x: (RANK[x[0]], x in used, c.index(x)))[0])
         else:
             out.append(None)
     return out
@@ -372,7 +381,7 @@ print("/// `(iced_x86::Code as u16, has memory operand, LLVM opcode names, AT&T 
 print("/// operands)`, sorted; prefixes LLVM decodes as instructions of their own come first in the")
 print("/// names and mnemonics (they have no operands); the operands are those of the last MCInst.")
 print("pub static INSNS: &[(u16, bool, &str, &str, &[Op])] = &[")
-for (code, mem), (names, mnems, cands, prefix_ok) in sorted(by_key.items()):
-    ops = ", ".join(rust_op(c) for c in resolve(cands)) if prefix_ok else "Op::Unknown"
+for (code, mem), (names, mnems, cands, prefix_ok, no_ties) in sorted(by_key.items()):
+    ops = ", ".join(rust_op(c) for c in resolve(cands, no_ties)) if prefix_ok else "Op::Unknown"
     print(f"    ({code}, {'true' if mem else 'false'}, \"{names}\", \"{mnems}\", &[{ops}]),")
 print("];")
