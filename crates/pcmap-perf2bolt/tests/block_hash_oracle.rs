@@ -178,6 +178,37 @@ fn block_hashes_match_perf2bolt() {
     check(&am, "many", [99.9; 6], 6000);
 }
 
+/// Without code relocations (position-independent, no `--emit-relocs`: BOLT's non-relocation
+/// mode, operands symbolized only when %rip-relative) and with GCC's code generation.
+#[test]
+fn block_hashes_match_perf2bolt_pie_and_gcc() {
+    const PIE: &[&str] = &["-O2", "-fPIE", "-pie"];
+    let src = tk::many_functions_source(2500);
+    let p1 = tk::build("block-hash-p1-pie", &["perf2bolt/p1.c"], PIE);
+    let many = tk::build("block-hash-many-pie", &[src.to_str().unwrap()], PIE);
+    let gcc = tk::build_with(
+        "gcc",
+        "block-hash-many-gcc",
+        &[src.to_str().unwrap()],
+        FLAGS,
+    );
+    let gcc_pie = tk::build_with(
+        "gcc",
+        "block-hash-many-gcc-pie",
+        &[src.to_str().unwrap()],
+        PIE,
+    );
+    let a1 = measure(&p1, "p1-pie");
+    let am = measure(&many, "many-pie");
+    let ag = measure(&gcc, "many-gcc");
+    let agp = measure(&gcc_pie, "many-gcc-pie");
+    // Measured floors (LLVM 22: 100% of every field on all four), not targets.
+    check(&a1, "p1-pie", [95.0; 6], 20);
+    check(&am, "many-pie", [99.9; 6], 6000);
+    check(&ag, "many-gcc", [99.9; 6], 20000);
+    check(&agp, "many-gcc-pie", [99.9; 6], 20000);
+}
+
 /// Ad-hoc measurement on other binaries: `PCMAP_BLOCK_HASH_BINARIES=a:b cargo test ... -- --nocapture`
 /// prints the agreement per field for each (no floors; a no-op without the variable).
 #[test]
