@@ -8,7 +8,7 @@
 //! * `E <code index> <0|1> <hex bytes> | <operand atoms>` where the atoms are `r<i>=<REG>`
 //!   (register operand i), `i<i>=<u64>` (immediate operand i as iced-x86's `immediate`),
 //!   `b<i>=<i64>` (branch operand i, relative to the next instruction), `mb=<REG> ms=<scale> mi=<REG> md=<i64> mg=<REG>` (memory operand:
-//!   base, scale, index, displacement as encoded, segment prefix).
+//!   base, scale, index, displacement as encoded, segment prefix), `km=<REG>` (AVX-512 opmask).
 
 use std::collections::BTreeMap;
 
@@ -44,6 +44,9 @@ fn atoms(ins: &Instruction) -> String {
             }
             k => out.push(format!("k{i}={k:?}")),
         }
+    }
+    if ins.op_mask() != Register::None {
+        out.push(format!("km={:?}", ins.op_mask()));
     }
     out.join(" ")
 }

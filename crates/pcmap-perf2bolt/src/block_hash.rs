@@ -32,7 +32,10 @@
 
 use std::collections::HashMap;
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
+use iced_x86::{
+    Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, OpAccess,
+    OpKind, Register,
+};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationKind, RelocationTarget, SymbolKind};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
@@ -77,6 +80,8 @@ pub enum Op {
     MemDisp,
     /// Segment override register.
     MemSeg,
+    /// AVX-512 opmask register.
+    MaskReg,
     /// Branch target of operand `i`.
     Branch(u8),
     /// A constant (condition codes, implicit registers).
@@ -320,7 +325,7 @@ fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
             // `lea` possibly hoisted far above.
             let target = ins.op0_register().full_register();
             let Some(load) = insns[..k].iter().rev().find(|i| {
-                i.code() == iced_x86::Code::Movsxd_r64_rm32
+                i.code() == Code::Movsxd_r64_rm32
                     && i.op0_register().full_register() == target
                     && i.op1_kind() == OpKind::Memory
                     && i.memory_index_scale() == 4
@@ -333,7 +338,7 @@ fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
                     .iter()
                     .rev()
                     .find(|i| {
-                        i.code() == iced_x86::Code::Lea_r64_m
+                        i.code() == Code::Lea_r64_m
                             && i.is_ip_rel_memory_operand()
                             && i.op0_register().full_register() == base
                     })
@@ -392,6 +397,7 @@ fn hash_operands(
             Op::MemBase => hash_integer(llvm_reg(ins.memory_base()).unwrap_or(0), out),
             Op::MemIndex => hash_integer(llvm_reg(ins.memory_index()).unwrap_or(0), out),
             Op::MemSeg => hash_integer(llvm_reg(ins.segment_prefix()).unwrap_or(0), out),
+            Op::MaskReg => hash_integer(llvm_reg(ins.op_mask()).unwrap_or(0), out),
             Op::MemScale => hash_integer(u64::from(ins.memory_index_scale()), out),
             Op::MemDisp => {
                 let r = reloc_at(offs.displacement_offset(), offs.has_displacement());
@@ -412,51 +418,85 @@ fn hash_operands(
     ok
 }
 
-/// Whether BOLT gives an indirect jump that is not through a jump table its tail-call opcode
-/// (`JMP32r`/`JMP32m`, see [`hash::opcode_name`]). BOLT converts the jump to a tail call when it
-/// finds no memory location the target comes from (a jump through a register not loaded earlier
-/// in the block) or when the location looks like a jump table or fixed branch (no base register
-/// but %rip) that does not validate; when the location has a base register, only in a one-block
-/// function or a block with an epilogue (`pop`, `leave`); otherwise the jump keeps its opcode
-/// (`JMP64r`/`JMP64m`) and the function gets unknown control flow.
-fn tail_call_form(cfg: &Cfg, decoded: &[Instruction], block: &crate::cfg::Block, k: usize) -> bool {
+/// Whether BOLT gives an indirect jump that is not through a recognised jump table its tail-call
+/// opcode (`JMP32r`/`JMP32m`, see [`hash::opcode_name`]) rather than keeping `JMP64r`/`JMP64m`
+/// with unknown control flow (`disassemble` and `postProcessIndirectBranches`):
+///
+/// * in a one-block function, always;
+/// * in strict mode (relocation mode) in a function without internal references (no jump
+///   table), always;
+/// * when the target comes from memory that looks like a jump table or fixed branch (no base
+///   register, or %rip) that did not validate: converted during disassembly;
+/// * otherwise (`analyzeIndirectBranch` says UNKNOWN: a base register, no load found, or a
+///   register set by something else than a load) only in a block with an epilogue (`pop`,
+///   `leave`).
+///
+/// The memory location is the jump's own operand or, for a jump through a register, the plain
+/// load that last writes the register before the jump in address order (BOLT has no blocks yet).
+fn tail_call_form(
+    ctx: &Context<'_, '_>,
+    cfg: &Cfg,
+    decoded: &[Instruction],
+    block: &crate::cfg::Block,
+    k: usize,
+) -> bool {
     let Some(jump) = decoded.get(k) else {
         return true;
     };
+    if cfg.blocks.len() == 1 {
+        return true;
+    }
+    let has_jump_table = cfg
+        .insns
+        .iter()
+        .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
+    if ctx.image.relocation_mode() && !has_jump_table {
+        return true;
+    }
     let first = block.first_insn as usize;
     let body = decoded.get(first..k).unwrap_or(&[]);
     let mem_loc = if jump.op0_kind() == OpKind::Memory {
         Some(jump)
     } else {
         let reg = jump.op0_register().full_register();
-        body.iter()
+        let mut factory = InstructionInfoFactory::new();
+        decoded
+            .get(..k)
+            .unwrap_or(&[])
+            .iter()
             .rev()
             .find(|i| {
-                i.op_count() > 0
-                    && i.op0_kind() == OpKind::Register
-                    && i.op0_register().full_register() == reg
+                factory.info(i).used_registers().iter().any(|u| {
+                    u.register().full_register() == reg
+                        && matches!(
+                            u.access(),
+                            OpAccess::Write
+                                | OpAccess::ReadWrite
+                                | OpAccess::CondWrite
+                                | OpAccess::ReadCondWrite
+                        )
+                })
             })
-            .filter(|i| (0..i.op_count()).any(|o| i.op_kind(o) == OpKind::Memory))
+            .filter(|i| {
+                matches!(
+                    i.code(),
+                    Code::Mov_r64_rm64 | Code::Mov_r32_rm32 | Code::Mov_r16_rm16
+                ) && i.op1_kind() == OpKind::Memory
+            })
     };
-    let Some(mem_loc) = mem_loc else {
-        return true;
-    };
-    // BOLT's `analyzeIndirectBranch` gives up (UNKNOWN) on a location with a base register
-    // other than %rip or with a segment; otherwise the jump was a jump-table or fixed-branch
-    // candidate that failed validation, which BOLT takes for a tail call.
-    let base = mem_loc.memory_base();
-    if (base == Register::None || base == Register::RIP)
-        && mem_loc.segment_prefix() == Register::None
-    {
-        return true;
+    if let Some(m) = mem_loc {
+        let base = m.memory_base();
+        if (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
+        {
+            return true;
+        }
     }
-    cfg.blocks.len() == 1
-        || body.iter().any(|i| {
-            matches!(
-                i.mnemonic(),
-                iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
-            )
-        })
+    body.iter().any(|i| {
+        matches!(
+            i.mnemonic(),
+            iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
+        )
+    })
 }
 
 /// Whether an LLVM opcode name is a nop (`X86::isNOP`): BOLT leaves nops out of its blocks.
@@ -500,7 +540,7 @@ pub fn hash_inputs(
             // table's names (the function-hash table may only know the other memory form).
             let tail_form = insn.flow == Flow::IndirectJump
                 && insn.tail_call
-                && tail_call_form(cfg, &decoded, b, k as usize);
+                && tail_call_form(ctx, cfg, &decoded, b, k as usize);
             let special = matches!(insn.flow, Flow::CondJump | Flow::Jump) || tail_form;
             let names = match (hash::opcode_name(insn), entry) {
                 (Ok(Some(_)), Some(e)) if !special => e.2,

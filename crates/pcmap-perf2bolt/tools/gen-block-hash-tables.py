@@ -117,6 +117,16 @@ def mnemonic(text, name, operands):
     words = text.replace("\t", " ").split(None, 1)
     if not words:
         return ""
+    # Vector compares print their predicate as part of the mnemonic (`cmpnlesd`, `vcmpltps`,
+    # `vpcmpltud`: printVecCompareInstr), getMnemonic() has the plain one (`cmpsd`).
+    if re.match(r"V?CMP(PS|PD|SS|SD|PH|SH|BF16)", name):
+        m = re.fullmatch(r"(v?cmp)[a-z_]*?(ps|pd|ss|sd|ph|sh|pbf16)", words[-1 if len(words) == 1 else 0])
+        if m:
+            return m.group(1) + m.group(2)
+    if re.match(r"VPCMPU?[BWDQ]Z", name):
+        m = re.fullmatch(r"(vpcmp)[a-z]*?(u?[bwdq])", words[0])
+        if m:
+            return m.group(1) + m.group(2)
     if not name.endswith("_PREFIX") and len(words) > 1 and words[0] in (
             "rep", "repne", "lock", "notrack", "data16", "data32", "xacquire", "xrelease"):
         words = words[1].split(None, 1)
@@ -268,7 +278,7 @@ def candidates(kind, val, atoms):
             k, _, v = a.partition("=")
             if k[0] == "r" and iced_reg_number(v) == n:
                 c.append(f"R{k[1:]}")
-            elif k in ("mb", "mi", "mg") and iced_reg_number(v) == n:
+            elif k in ("mb", "mi", "mg", "km") and iced_reg_number(v) == n:
                 c.append(k.upper())
         c.append(f"C{n}")
     elif kind == "Imm":
@@ -289,7 +299,7 @@ def candidates(kind, val, atoms):
     return c
 
 
-RANK = {"R": 0, "M": 1, "I": 2, "B": 3, "C": 4, "X": 5}
+RANK = {"R": 0, "M": 1, "K": 1, "I": 2, "B": 3, "C": 4, "X": 5}
 by_key = {}
 for (code, mem, h, atoms), g_named, g_num in zip(examples, gn, gm):
     if not g_named:
@@ -302,7 +312,7 @@ for (code, mem, h, atoms), g_named, g_num in zip(examples, gn, gm):
     e = by_key.get((code, mem))
     if e is None:
         n_ops = sum(5 if a.startswith("mb=") else 1 for a in atoms
-                    if a[0] in "rib" or a.startswith("mb="))
+                    if a[0] in "rib" or a.startswith("mb=") or a.startswith("km="))
         by_key[(code, mem)] = [names, mnems, cands, prefix_ok, n_ops == len(cands)]
     elif e[0] == names and len(e[2]) == len(cands):
         e[2] = [[x for x in a if x in b] for a, b in zip(e[2], cands)]
@@ -351,6 +361,8 @@ def rust_op(best):
         return "Op::MemIndex"
     if best == "MG":
         return "Op::MemSeg"
+    if best == "KM":
+        return "Op::MaskReg"
     if best == "MS":
         return "Op::MemScale"
     if best == "MD":
