@@ -1,11 +1,11 @@
 //! Collect example encodings for `tools/gen-block-hash-tables.py`: up to four examples per
-//! (iced-x86 code, memory operand?) pair from the functions of the given ELF binaries (plus, for
+//! (iced-x86 code, operand form) pair from the functions of the given ELF binaries (plus, for
 //! an immediate operand, a copy with its top bit set), each with iced-x86's view of its operands,
 //! plus the list of iced-x86 registers.
 //!
 //! Output lines:
 //! * `R <register index> <register name>` for every iced-x86 register;
-//! * `E <code index> <0|1> <hex bytes> | <operand atoms>` where the atoms are `r<i>=<REG>`
+//! * `E <code index> <form> <hex bytes> | <operand atoms>` (form: [`block_hash::form`]) where the atoms are `r<i>=<REG>`
 //!   (register operand i), `i<i>=<u64>` (immediate operand i as iced-x86's `immediate`),
 //!   `b<i>=<i64>` (branch operand i, relative to the next instruction), `mb=<REG> ms=<scale> mi=<REG> md=<i64> mg=<REG>` (memory operand:
 //!   base, scale, index, displacement as encoded, segment prefix), `km=<REG>` (AVX-512 opmask).
@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
-use pcmap_perf2bolt::cfg;
 use pcmap_perf2bolt::image::Image;
+use pcmap_perf2bolt::{block_hash, cfg};
 
 fn atoms(ins: &Instruction) -> String {
     let mut out = Vec::new();
@@ -56,7 +56,7 @@ fn main() {
         println!("R {} {r:?}", r as usize);
     }
     // (code, memory operand?) -> examples (bytes, operand atoms).
-    type Examples = BTreeMap<(u16, bool), Vec<(Vec<u8>, String)>>;
+    type Examples = BTreeMap<(u16, u8), Vec<(Vec<u8>, String)>>;
     let mut examples = Examples::new();
     for path in std::env::args().skip(1) {
         let Ok(data) = std::fs::read(&path) else {
@@ -70,20 +70,20 @@ fn main() {
         for f in image.functions() {
             let c = cfg::build(&image, f);
             for i in &c.insns {
-                let key = (i.code as u16, i.has_mem);
-                let list = examples.entry(key).or_default();
-                if list.len() >= 4 {
-                    continue;
-                }
                 let addr = f.address + u64::from(i.offset);
                 let Some(b) = image.code_bytes(addr, u64::from(i.len)) else {
                     continue;
                 };
+                let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);
+                let ins = d.decode();
+                let key = (i.code as u16, block_hash::form(i.has_mem, &ins));
+                let list = examples.entry(key).or_default();
+                if list.len() >= 4 {
+                    continue;
+                }
                 if list.iter().any(|e| e.0 == b) {
                     continue;
                 }
-                let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);
-                let ins = d.decode();
                 let offsets = d.get_constant_offsets(&ins);
                 list.push((b.to_vec(), atoms(&ins)));
                 // A variant with the immediate's top bit set tells sign- from zero-extension.
@@ -102,10 +102,10 @@ fn main() {
             }
         }
     }
-    for ((code, mem), list) in examples {
+    for ((code, form), list) in examples {
         for (bytes, atoms) in list {
             let hex: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
-            println!("E {code} {} {} | {atoms}", u8::from(mem), hex.join(" "));
+            println!("E {code} {form} {} | {atoms}", hex.join(" "));
         }
     }
 }

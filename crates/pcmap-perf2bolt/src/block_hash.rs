@@ -281,11 +281,29 @@ fn hash_16_bytes(low: u64, high: u64) -> u64 {
     b.wrapping_mul(K)
 }
 
-type Entry = (u16, bool, &'static str, &'static str, &'static [Op]);
+type Entry = (u16, u8, &'static str, &'static str, &'static [Op]);
 
-fn lookup(code: u16, mem: bool) -> Option<&'static Entry> {
-    let i = INSNS.partition_point(|e| (e.0, e.1) < (code, mem));
-    INSNS.get(i).filter(|e| e.0 == code && e.1 == mem)
+fn lookup(code: u16, form: u8) -> Option<&'static Entry> {
+    let i = INSNS.partition_point(|e| (e.0, e.1) < (code, form));
+    INSNS.get(i).filter(|e| e.0 == code && e.1 == form)
+}
+
+/// The operand form of an instruction, which together with its iced-x86 code selects the LLVM
+/// opcode: bit 0 a memory operand, bits 1-2 AVX-512 masking (1 merging, 2 zeroing), bit 3 an
+/// embedded broadcast, bit 4 embedded rounding or suppress-all-exceptions.
+pub fn form(has_mem: bool, ins: &Instruction) -> u8 {
+    let mask = match (ins.op_mask(), ins.zeroing_masking()) {
+        (Register::None, _) => 0,
+        (_, false) => 1,
+        (_, true) => 2,
+    };
+    u8::from(has_mem)
+        | mask << 1
+        | u8::from(ins.is_broadcast()) << 3
+        | u8::from(
+            ins.rounding_control() != iced_x86::RoundingControl::None
+                || ins.suppress_all_exceptions(),
+        ) << 4
 }
 
 fn llvm_reg(r: Register) -> Option<u64> {
@@ -535,7 +553,7 @@ pub fn hash_inputs(
             let Some(ins) = decoded.get(k as usize) else {
                 break;
             };
-            let entry = lookup(insn.code as u16, insn.has_mem);
+            let entry = lookup(insn.code as u16, form(insn.has_mem, ins));
             // Branches take BOLT's forms from `hash::opcode_name`; other instructions this
             // table's names (the function-hash table may only know the other memory form).
             let tail_form = insn.flow == Flow::IndirectJump

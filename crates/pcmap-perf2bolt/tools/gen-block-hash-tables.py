@@ -389,11 +389,11 @@ for idx, name in sorted(iced_regs):
     print(f"    {n if n is not None else 65535}, // {name}")
 print("];")
 print()
-print("/// `(iced_x86::Code as u16, has memory operand, LLVM opcode names, AT&T mnemonics, MCInst")
-print("/// operands)`, sorted; prefixes LLVM decodes as instructions of their own come first in the")
+print("/// `(iced_x86::Code as u16, operand form (`block_hash::form`), LLVM opcode names, AT&T")
+print("/// mnemonics, MCInst operands)`, sorted; prefixes LLVM decodes as instructions of their own come first in the")
 print("/// names and mnemonics (they have no operands); the operands are those of the last MCInst.")
-print("pub static INSNS: &[(u16, bool, &str, &str, &[Op])] = &[")
+print("pub static INSNS: &[(u16, u8, &str, &str, &[Op])] = &[")
 for (code, mem), (names, mnems, cands, prefix_ok, no_ties) in sorted(by_key.items()):
     ops = ", ".join(rust_op(c) for c in resolve(cands, no_ties)) if prefix_ok else "Op::Unknown"
-    print(f"    ({code}, {'true' if mem else 'false'}, \"{names}\", \"{mnems}\", &[{ops}]),")
+    print(f"    ({code}, {mem}, \"{names}\", \"{mnems}\", &[{ops}]),")
 print("];")
