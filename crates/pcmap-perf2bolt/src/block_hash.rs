@@ -326,7 +326,8 @@ fn extend(v: u64, ext: Ext) -> u64 {
 }
 
 /// Bases of the jump tables the function's indirect jumps use (the displacement of
-/// `jmp *T(,%r,8)`, or the `lea T(%rip)` of the position-independent sequence).
+/// `jmp *T(,%r,8)` or of the `mov T(,%r,8), %rX` feeding `jmp *%rX`, or the `lea T(%rip)` of the
+/// position-independent sequence).
 fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
     let mut out = Vec::new();
     for (k, ins) in insns.iter().enumerate() {
@@ -342,6 +343,21 @@ fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
             // `lea T(%rip), %rB; ...; movslq (%rB,%rI,4), %rX; add %rB, %rX; jmp *%rX`, the
             // `lea` possibly hoisted far above.
             let target = ins.op0_register().full_register();
+            // `mov T(,%rI,8), %rX; jmp *%rX` (non-PIC, unoptimized code).
+            if let Some(load) = insns[..k].iter().rev().find(|i| {
+                i.op_count() == 2
+                    && i.op0_kind() == OpKind::Register
+                    && i.op0_register().full_register() == target
+            }) {
+                if load.code() == Code::Mov_r64_rm64
+                    && load.op1_kind() == OpKind::Memory
+                    && load.memory_base() == Register::None
+                    && load.memory_index_scale() == 8
+                {
+                    out.push(load.memory_displacement64());
+                    continue;
+                }
+            }
             let Some(load) = insns[..k].iter().rev().find(|i| {
                 i.code() == Code::Movsxd_r64_rm32
                     && i.op0_register().full_register() == target
