@@ -344,19 +344,23 @@ fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
             // `lea` possibly hoisted far above.
             let target = ins.op0_register().full_register();
             // `mov T(,%rI,8), %rX; jmp *%rX` (non-PIC, unoptimized code).
-            if let Some(load) = insns[..k].iter().rev().find(|i| {
-                i.op_count() == 2
-                    && i.op0_kind() == OpKind::Register
-                    && i.op0_register().full_register() == target
-            }) {
-                if load.code() == Code::Mov_r64_rm64
-                    && load.op1_kind() == OpKind::Memory
-                    && load.memory_base() == Register::None
-                    && load.memory_index_scale() == 8
-                {
-                    out.push(load.memory_displacement64());
-                    continue;
-                }
+            let table_load = insns[..k]
+                .iter()
+                .rev()
+                .find(|i| {
+                    i.op_count() == 2
+                        && i.op0_kind() == OpKind::Register
+                        && i.op0_register().full_register() == target
+                })
+                .filter(|l| {
+                    l.code() == Code::Mov_r64_rm64
+                        && l.op1_kind() == OpKind::Memory
+                        && l.memory_base() == Register::None
+                        && l.memory_index_scale() == 8
+                });
+            if let Some(load) = table_load {
+                out.push(load.memory_displacement64());
+                continue;
             }
             let Some(load) = insns[..k].iter().rev().find(|i| {
                 i.code() == Code::Movsxd_r64_rm32
