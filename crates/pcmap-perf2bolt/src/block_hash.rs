@@ -537,7 +537,8 @@ fn tail_call_form(
     })
 }
 
-/// Whether an LLVM opcode name is a nop (`X86::isNOP`): BOLT leaves nops out of its blocks.
+/// Whether an LLVM opcode name is a nop (`X86::isNOP`): nops stay in BOLT's blocks (and in the
+/// InstrHash) but are left out of the loose OpcodeHash.
 fn is_nop(name: &str) -> bool {
     name.starts_with("NOOP") || name == "NOP"
 }
@@ -550,6 +551,31 @@ pub fn hash_inputs(
     func: &Function,
     cfg: &Cfg,
     stats: &mut Stats,
+) -> Vec<(Vec<u8>, String)> {
+    block_strings(ctx, func, cfg, stats, true)
+}
+
+/// BOLT's function hash (`BinaryFunction::computeHash` with `hash-func: xxh3`): xxh3 of the
+/// concatenated `hashBlock` strings without operands of all blocks in input order, i.e. the
+/// opcode names the block hashes use. The same value as [`crate::hash::function_hash`] where
+/// both know the instruction forms; this one also knows AVX-512 masking, memory forms missing
+/// from the function-hash table and which indirect jumps keep `JMP64r`/`JMP64m`.
+pub fn function_hash(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Stats) {
+    let mut stats = Stats::default();
+    let mut all = Vec::new();
+    for (names, _) in block_strings(ctx, func, cfg, &mut stats, false) {
+        all.extend_from_slice(&names);
+    }
+    (xxhash_rust::xxh3::xxh3_64(&all), stats)
+}
+
+/// Per block: the `hashBlock` string (with operand bytes when `operands`) and the loose string.
+fn block_strings(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &Cfg,
+    stats: &mut Stats,
+    operands: bool,
 ) -> Vec<(Vec<u8>, String)> {
     if cfg.blocks.is_empty() {
         return Vec::new();
@@ -611,7 +637,7 @@ pub fn hash_inputs(
                 } else if let Some(m) = mnems.get(pi) {
                     mnemonics.push(m);
                 }
-                if let (true, Some(e)) = (last, entry) {
+                if let (true, true, Some(e)) = (operands, last, entry) {
                     known &= hash_operands(ctx, func, &jump_tables, ins, e.4, &mut instr);
                 }
             }

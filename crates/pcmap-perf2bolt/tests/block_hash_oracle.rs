@@ -78,6 +78,8 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     let mut a = Agreement::default();
     let mut unknown = 0;
     let mut report = String::new();
+    // Function hashes, for information: crate::hash's and block_hash's (same opcode names).
+    let (mut fn_same, mut fn_same2, mut fn_all) = (0, 0, 0);
     for yf in &theirs.functions {
         let Some(&fi) = by_name.get(yf.name.as_str()) else {
             continue;
@@ -85,6 +87,20 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
         let func = &image.functions()[fi];
         let c = cfg::build(&image, func);
         let (ours, stats) = block_hashes_of(&ctx, func, &c);
+        fn_all += 1;
+        fn_same += usize::from(pcmap_perf2bolt::hash::function_hash(&c).0 == yf.hash);
+        let fh = block_hash::function_hash(&ctx, func, &c).0;
+        fn_same2 += usize::from(fh == yf.hash);
+        if fh != yf.hash {
+            writeln!(
+                report,
+                "{tag} {}: function hash ours {fh:#x} theirs {:#x} ({} blocks)",
+                yf.name,
+                yf.hash,
+                c.blocks.len()
+            )
+            .unwrap();
+        }
         let inputs = block_hash::hash_inputs(&ctx, func, &c, &mut block_hash::Stats::default());
         unknown += stats.unknown;
         if let Some(u) = stats.first_unknown {
@@ -128,7 +144,7 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     }
     std::fs::write(dir.join("mismatches.txt"), &report).unwrap();
     eprintln!(
-        "{tag}: {} blocks, {unknown} unknown instructions; {}",
+        "{tag}: {} blocks, {unknown} unknown instructions, function hashes {fn_same}/{fn_all} (hash), {fn_same2}/{fn_all} (block_hash); {}",
         a.blocks,
         FIELDS
             .iter()
