@@ -33,8 +33,8 @@
 use std::collections::HashMap;
 
 use iced_x86::{
-    Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, OpAccess,
-    OpKind, Register,
+    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction,
+    InstructionInfoFactory, OpAccess, OpKind, Register,
 };
 use object::{Object, ObjectSection, ObjectSymbol, RelocationKind, RelocationTarget, SymbolKind};
 
@@ -393,22 +393,10 @@ fn hash_operands(
     func: &Function,
     jump_tables: &[u64],
     ins: &Instruction,
+    offs: &ConstantOffsets,
     ops: &[Op],
     out: &mut Vec<u8>,
 ) -> bool {
-    let offs = {
-        let mut d = Decoder::with_ip(
-            64,
-            ctx.image
-                .code_bytes(ins.ip(), ins.len() as u64)
-                .unwrap_or(&[]),
-            ins.ip(),
-            DecoderOptions::NONE,
-        );
-        let mut tmp = Instruction::default();
-        d.decode_out(&mut tmp);
-        d.get_constant_offsets(&tmp)
-    };
     let mut ok = true;
     let reloc_at = |off: usize, present: bool| -> Option<Reloc> {
         present
@@ -585,8 +573,11 @@ fn block_strings(
     };
     let mut decoder = Decoder::with_ip(64, bytes, func.address, DecoderOptions::NONE);
     let mut decoded = Vec::with_capacity(cfg.insns.len());
+    let mut offsets = Vec::with_capacity(cfg.insns.len());
     while decoder.can_decode() && decoded.len() < cfg.insns.len() {
-        decoded.push(decoder.decode());
+        let ins = decoder.decode();
+        offsets.push(decoder.get_constant_offsets(&ins));
+        decoded.push(ins);
     }
     let jump_tables = jump_table_bases(&decoded);
     let mut out = Vec::with_capacity(cfg.blocks.len());
@@ -638,7 +629,8 @@ fn block_strings(
                     mnemonics.push(m);
                 }
                 if let (true, true, Some(e)) = (operands, last, entry) {
-                    known &= hash_operands(ctx, func, &jump_tables, ins, e.4, &mut instr);
+                    let offs = &offsets[k as usize];
+                    known &= hash_operands(ctx, func, &jump_tables, ins, offs, e.4, &mut instr);
                 }
             }
             if !known {
