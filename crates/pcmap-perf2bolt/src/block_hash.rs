@@ -328,17 +328,23 @@ fn extend(v: u64, ext: Ext) -> u64 {
 /// Bases of the jump tables the function's indirect jumps use (the displacement of
 /// `jmp *T(,%r,8)` or of the `mov T(,%r,8), %rX` feeding `jmp *%rX`, or the `lea T(%rip)` of the
 /// position-independent sequence).
-fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
+fn jump_table_bases(insns: &[Instruction], cfg: &Cfg) -> Vec<u64> {
     let mut out = Vec::new();
     for (k, ins) in insns.iter().enumerate() {
         if ins.flow_control() != FlowControl::IndirectBranch {
             continue;
         }
+        // Absolute tables count only when the CFG resolved the jump through them (a table of
+        // function pointers used by an indirect tail call is ordinary data); the
+        // position-independent sequence is a jump table whatever the CFG made of it.
+        let resolved = cfg.insns.get(k).is_some_and(|i| !i.tail_call);
         if ins.op0_kind() == OpKind::Memory
             && ins.memory_base() == Register::None
             && ins.memory_index_scale() == 8
         {
-            out.push(ins.memory_displacement64());
+            if resolved {
+                out.push(ins.memory_displacement64());
+            }
         } else if ins.op0_kind() == OpKind::Register {
             // `lea T(%rip), %rB; ...; movslq (%rB,%rI,4), %rX; add %rB, %rX; jmp *%rX`, the
             // `lea` possibly hoisted far above.
@@ -359,7 +365,9 @@ fn jump_table_bases(insns: &[Instruction]) -> Vec<u64> {
                         && l.memory_index_scale() == 8
                 });
             if let Some(load) = table_load {
-                out.push(load.memory_displacement64());
+                if resolved {
+                    out.push(load.memory_displacement64());
+                }
                 continue;
             }
             let Some(load) = insns[..k].iter().rev().find(|i| {
@@ -579,7 +587,7 @@ fn block_strings(
         offsets.push(decoder.get_constant_offsets(&ins));
         decoded.push(ins);
     }
-    let jump_tables = jump_table_bases(&decoded);
+    let jump_tables = jump_table_bases(&decoded, cfg);
     let mut out = Vec::with_capacity(cfg.blocks.len());
     let mut mnemonics: Vec<&str> = Vec::new();
     for b in &cfg.blocks {

@@ -225,6 +225,40 @@ fn block_hashes_match_perf2bolt_pie_and_gcc() {
     check(&agp, "many-gcc-pie", [99.9; 6], 20000);
 }
 
+/// Instruction variety (jump tables, cmov/set, vector compares, AVX-512 masking and
+/// broadcasts, string operations, indirect calls and tail calls) from clang and gcc.
+#[test]
+fn block_hashes_match_perf2bolt_instruction_mix() {
+    const V4: &[&str] = &[
+        "-O3",
+        "-march=x86-64-v4",
+        "-fno-pie",
+        "-no-pie",
+        "-Wl,--emit-relocs",
+    ];
+    const V4_PIE: &[&str] = &["-O2", "-march=x86-64-v4", "-fPIE", "-pie"];
+    let src = ["perf2bolt/blockhash_mix.c"];
+    let clang = tk::build("block-hash-mix", &src, V4);
+    let clang_pie = tk::build("block-hash-mix-pie", &src, V4_PIE);
+    let gcc = tk::build_with("gcc", "block-hash-mix-gcc", &src, V4);
+    let gcc_pie = tk::build_with("gcc", "block-hash-mix-gcc-pie", &src, V4_PIE);
+    let runs = [
+        (measure(&clang, "mix"), "mix"),
+        (measure(&clang_pie, "mix-pie"), "mix-pie"),
+        (measure(&gcc, "mix-gcc"), "mix-gcc"),
+        (measure(&gcc_pie, "mix-gcc-pie"), "mix-gcc-pie"),
+    ];
+    // Measured floors (LLVM 22), not targets: FLOORS_MIX below.
+    for ((a, tag), floors) in runs.iter().zip(FLOORS_MIX) {
+        check(a, tag, floors, 40);
+    }
+}
+
+/// Floors for [`block_hashes_match_perf2bolt_instruction_mix`] (offset, opcode, instr, pred,
+/// succ, whole): 100% of every field measured with perf2bolt 22 on all four builds (75 to 121
+/// blocks), the floor one block below; measured, not targets.
+const FLOORS_MIX: [[f64; 6]; 4] = [[98.5; 6]; 4];
+
 /// Ad-hoc measurement on other binaries: `PCMAP_BLOCK_HASH_BINARIES=a:b cargo test ... -- --nocapture`
 /// prints the agreement per field for each (no floors; a no-op without the variable).
 #[test]
