@@ -674,16 +674,36 @@ pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u
             u64::from(b.offset as u16) | (opcode_hash & 0xffff) << 16 | (instr_hash & 0xffff) << 32;
     }
 
+    // Successors as BOLT lists them: a conditional branch to the next block gets that block
+    // twice (the taken edge, then the fall-through edge `buildCFG` adds after it).
+    let succs: Vec<Vec<u32>> = cfg
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(bi, b)| {
+            let next = cfg.blocks.get(bi + 1);
+            let to_next = cfg.last_insn(bi).is_some_and(|l| {
+                l.flow == Flow::CondJump
+                    && !l.tail_call
+                    && next.is_some_and(|nb| l.target == func.address + u64::from(nb.offset))
+            });
+            if to_next && b.succs == [bi as u32 + 1] {
+                vec![bi as u32 + 1; 2]
+            } else {
+                b.succs.clone()
+            }
+        })
+        .collect();
     // Predecessors in BOLT's order: taken-branch edges (added first, in source order), then
     // fall-through edges.
     let mut taken_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut ft_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (bi, b) in cfg.blocks.iter().enumerate() {
+    for (bi, bs) in succs.iter().enumerate() {
         let last = cfg.last_insn(bi);
-        for (si, &s) in b.succs.iter().enumerate() {
+        for (si, &s) in bs.iter().enumerate() {
             let fall_through = s as usize == bi + 1
                 && match last.map(|l| (l.flow, l.tail_call)) {
-                    Some((Flow::CondJump, false)) => si + 1 == b.succs.len() && si > 0,
+                    Some((Flow::CondJump, false)) => si + 1 == bs.len() && si > 0,
                     Some((Flow::CondJump, true)) => true,
                     Some((Flow::Next | Flow::Call, _)) | None => true,
                     _ => false,
@@ -695,9 +715,8 @@ pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u
             }
         }
     }
-    for (bi, b) in cfg.blocks.iter().enumerate() {
-        let succ = b
-            .succs
+    for (bi, bs) in succs.iter().enumerate() {
+        let succ = bs
             .iter()
             .fold(0u64, |h, &s| hash_16_bytes(h, opcode_hashes[s as usize]));
         let pred = taken_preds[bi]
