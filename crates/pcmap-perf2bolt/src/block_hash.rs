@@ -10,19 +10,26 @@
 //! | 48–55 | `PredHash`   | low 8 bits of LLVM's `hash_16_bytes` folded over the predecessors' full 64-bit opcode hashes |
 //! | 56–63 | `SuccHash`   | the same over the successors                                       |
 //!
-//! * The InstrHash string (`hashBlock`) concatenates, for every instruction except nops (not in
-//!   BOLT's blocks on x86) and direct unconditional jumps, its LLVM opcode name (conditional
-//!   jumps as `JCC_1`) and its MCInst operands: registers as LLVM register enum numbers,
+//! * The InstrHash string (`hashBlock`) concatenates, for every instruction except direct
+//!   unconditional jumps (nops included: they stay in BOLT's blocks), its LLVM opcode name
+//!   (conditional jumps as `JCC_1`, indirect tail calls as `JMP32r`/`JMP32m`, see
+//!   `tail_call_form`) and its MCInst operands: registers as LLVM register enum numbers,
 //!   immediates, both as minimal little-endian bytes (`hashInteger`, 0 as one NUL byte), and
 //!   symbolic operands (`hashExpr`): nothing for functions and jump tables, else the symbol's
 //!   address, then for `symbol + addend` a NUL (the `Add` opcode) and the addend.
-//! * The OpcodeHash string (`hashBlockLoose`) concatenates the sorted unique mnemonics of the same
-//!   instructions, with whitespace removed and any conditional jump as `JMP`.
+//! * The OpcodeHash string (`hashBlockLoose`) concatenates the sorted unique mnemonics
+//!   (`MCInstPrinter::getMnemonic`: the asm string up to its first operand, e.g. `jmpq*`,
+//!   `shll%cl,`, `cmov`, `cmpsd`) of the same instructions without nops, with whitespace
+//!   removed and any conditional jump as `JMP`.
+//! * Successors are the CFG's in BOLT's order (a conditional branch to the next block counts
+//!   twice); predecessors are the taken-branch sources in address order, then the fall-through
+//!   source.
 //!
 //! Operand symbolization follows BOLT's disassembler: branch and call targets are always
 //! symbols (functions and labels inside the function: empty); RIP-relative displacements are
 //! symbols of the referenced address; other displacements and immediates only when the binary
-//! has a relocation at their bytes (`--emit-relocs`). A referenced address is resolved like
+//! has a relocation at their bytes (`--emit-relocs`). A relocation against a real symbol keeps
+//! that symbol (`symbol + addend`); otherwise a referenced address is resolved like
 //! `BinaryContext::handleAddressRef`: jump tables and functions hash as nothing (a function
 //! interior as `Add` + offset), data as the address of the containing symbol plus the offset.
 //!
