@@ -168,6 +168,18 @@ impl<'i, 'd> Context<'i, 'd> {
                 }
             }
         }
+        // Functions BOLT made without a symbol (from FDEs: `__BOLT_FDE_FUNCat...`) have their
+        // BinaryData too.
+        data.sort_unstable();
+        let named = data.len();
+        for f in image.functions() {
+            if data[..named]
+                .binary_search_by_key(&f.address, |d| d.0)
+                .is_err()
+            {
+                data.push((f.address, f.size));
+            }
+        }
         data.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         data.dedup_by_key(|d| d.0);
         Self {
@@ -193,20 +205,13 @@ impl<'i, 'd> Context<'i, 'd> {
         if addr >= func.address && addr - func.address < func.size {
             return; // the function itself or an entry point into it
         }
-        let funcs = self.image.functions();
-        if let Some(i) = self.image.function_containing(addr) {
-            let f = &funcs[i];
-            if addr - f.address < f.size.max(1) {
-                if addr != f.address {
-                    out.push(0);
-                    hash_integer(addr - f.address, out);
-                }
-                return;
-            }
-        }
+        // Other code and data alike: the symbol whose [address, address + size) holds the
+        // address (BOLT's BinaryData; a function's symbol hashes as nothing), else the address.
         match self.data_containing(addr) {
             Some(a) => {
-                hash_integer(a, out);
+                if self.image.function_at(a).is_none() {
+                    hash_integer(a, out);
+                }
                 if a != addr {
                     out.push(0);
                     hash_integer(addr - a, out);
