@@ -212,38 +212,47 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// BOLT's count of profiled functions, `profiled` being indexed like [`Image::functions`]
     /// (see [`BranchProfile::profiled_functions`]). Builds the CFG of every profiled function.
     pub fn function_stats(&self, profiled: &[bool]) -> FunctionStats {
+        /// How BOLT's statistics see one function.
+        enum Class {
+            /// A PLT entry: not counted.
+            PltEntry,
+            Unprofiled,
+            Optimizable,
+            NotOptimizable,
+        }
         let funcs = self.image.functions();
-        let classes: Vec<Option<bool>> = (0..funcs.len())
+        let classes: Vec<Class> = (0..funcs.len())
             .into_par_iter()
             .map(|i| {
                 let f = &funcs[i];
-                // PLT entries are left out; the PLT header's pseudo function is not a PLT
-                // function for BOLT: counted, never optimizable.
-                let plt_header = f.name().starts_with("__BOLT_PSEUDO_");
-                if f.kind == FunctionKind::Plt && !plt_header {
-                    return None;
+                // The PLT header's pseudo function is not a PLT function for BOLT: counted,
+                // never optimizable.
+                if f.kind == FunctionKind::Plt && !f.is_plt_header() {
+                    return Class::PltEntry;
                 }
-                if !profiled.get(i).copied().unwrap_or(false) || plt_header {
-                    return Some(false);
+                if !profiled.get(i).copied().unwrap_or(false) {
+                    return Class::Unprofiled;
                 }
                 let hot_split_parent = self.bat.is_some_and(|b| {
                     b.function(f.address)
                         .is_some_and(|bf| !bf.cold_fragments.is_empty())
                 });
-                Some(hot_split_parent || self.cfg(i).simple)
+                if !f.is_plt_header() && (hot_split_parent || self.cfg(i).simple) {
+                    Class::Optimizable
+                } else {
+                    Class::NotOptimizable
+                }
             })
             .collect();
         let mut stats = FunctionStats::default();
-        for (i, c) in classes.into_iter().enumerate() {
-            let Some(optimizable) = c else { continue };
-            stats.functions += 1;
-            if profiled.get(i).copied().unwrap_or(false) {
-                if optimizable {
-                    stats.profiled += 1;
-                } else {
-                    stats.not_optimizable += 1;
-                }
+        for c in classes {
+            match c {
+                Class::PltEntry => continue,
+                Class::Unprofiled => {}
+                Class::Optimizable => stats.profiled += 1,
+                Class::NotOptimizable => stats.not_optimizable += 1,
             }
+            stats.functions += 1;
         }
         stats
     }

@@ -71,6 +71,13 @@ impl Function {
         self.names[0].starts_with(FDE_FUNCTION_PREFIX)
     }
 
+    /// Whether this is the pseudo function BOLT makes of a PLT header (`__BOLT_PSEUDO_.plt`):
+    /// a PLT function here, but not one of BOLT's PLT entries (numbered after them, counted in
+    /// the program statistics).
+    pub fn is_plt_header(&self) -> bool {
+        self.names[0].starts_with("__BOLT_PSEUDO_")
+    }
+
     /// The `name/file/N` alias of a local function (preferred in BAT mode), if any.
     pub fn file_name_alias(&self) -> Option<&str> {
         self.names

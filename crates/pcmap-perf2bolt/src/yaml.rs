@@ -23,11 +23,7 @@ pub fn function_ids(agg: &Aggregator<'_, '_>) -> Vec<u32> {
     let funcs = agg.image().functions();
     let group = |f: &crate::image::Function| -> u8 {
         if f.kind == FunctionKind::Plt {
-            if f.name().starts_with("__BOLT_PSEUDO_") {
-                2
-            } else {
-                1
-            }
+            if f.is_plt_header() { 2 } else { 1 }
         } else if f.is_fde_only() {
             3
         } else {
@@ -49,11 +45,12 @@ pub fn function_ids(agg: &Aggregator<'_, '_>) -> Vec<u32> {
 struct Index<'p> {
     profile: &'p BranchProfile,
     ids: Vec<u32>,
-    /// Record indices per source function (entries from unknown code excluded), in fdata order.
+    /// Record indices per source function (entries from unknown code excluded), in fdata order
+    /// (hence by source offset).
     by_func: FxHashMap<u32, Vec<usize>>,
-    /// Entry counts per (function, offset): branches from another function, from unknown
+    /// Entry counts per function and offset: branches from another function, from unknown
     /// code, or to offset 0 (perf2bolt treats a recursive call as an inter-function branch).
-    entries: FxHashMap<(u32, u64), u64>,
+    entries: FxHashMap<u32, FxHashMap<u64, u64>>,
     /// Whether a function has any record (perf2bolt's `hasProfile`).
     profiled: Vec<bool>,
 }
@@ -61,13 +58,13 @@ struct Index<'p> {
 impl<'p> Index<'p> {
     fn new(agg: &Aggregator<'_, '_>, profile: &'p BranchProfile) -> Self {
         let mut by_func: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
-        let mut entries: FxHashMap<(u32, u64), u64> = FxHashMap::default();
+        let mut entries: FxHashMap<u32, FxHashMap<u64, u64>> = FxHashMap::default();
         let profiled = profile.profiled_functions(agg.image().functions().len());
         for (i, (k, c)) in profile.records.iter().enumerate() {
             if let Loc::Func(t, off) = k.to {
                 let inter = k.external_entry || t != k.func || off == 0;
                 if inter {
-                    let e = entries.entry((t, off)).or_default();
+                    let e = entries.entry(t).or_default().entry(off).or_default();
                     *e = e.wrapping_add(c.count);
                 }
             }
@@ -86,6 +83,24 @@ impl<'p> Index<'p> {
 
     fn records_of(&self, func: usize) -> &[usize] {
         self.by_func.get(&(func as u32)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The records of `func` whose source offset lies in `[start, end)`.
+    fn records_from(&self, func: usize, start: u64, end: u64) -> &[usize] {
+        let recs = self.records_of(func);
+        let from = |ri: &usize| self.profile.records[*ri].0.from;
+        let lo = recs.partition_point(|ri| from(ri) < start);
+        let hi = recs.partition_point(|ri| from(ri) < end);
+        &recs[lo..hi]
+    }
+
+    /// The entry count of `func` at `offset`.
+    fn entry_count(&self, func: usize, offset: u64) -> u64 {
+        self.entries
+            .get(&(func as u32))
+            .and_then(|e| e.get(&offset))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -198,9 +213,8 @@ fn cfg_function(
     let f = &image.functions()[fi];
     let profile = index.profile;
     let ids = &index.ids;
-    let entries = &index.entries;
     let cfg = agg.cfg(fi);
-    let exec = entries.get(&(fi as u32, 0)).copied().unwrap_or(0);
+    let exec = index.entry_count(fi, 0);
     let mut yf = yaml::Function {
         name: f.profile_name(agg.is_bat()).to_string(),
         id: ids[fi],
@@ -216,7 +230,6 @@ fn cfg_function(
     if !cfg.simple {
         return yf;
     }
-    let recs = index.records_of(fi);
     let (hashes, _) = block_hash::block_hashes(hash_ctx, f, cfg);
     let mut blocks: Vec<yaml::Block> = Vec::new();
     let mut incoming = vec![0u64; cfg.blocks.len()];
@@ -232,10 +245,7 @@ fn cfg_function(
                 .copied()
                 .unwrap_or(u64::from(b.offset) & 0xffff),
             exec_count: if b.is_entry {
-                entries
-                    .get(&(fi as u32, u64::from(b.offset)))
-                    .copied()
-                    .unwrap_or(0)
+                index.entry_count(fi, u64::from(b.offset))
             } else {
                 0
             },
@@ -243,6 +253,8 @@ fn cfg_function(
         })
         .collect();
     for (bi, b) in cfg.blocks.iter().enumerate() {
+        // Every record that counts for the block has its source in the block.
+        let recs = index.records_from(fi, u64::from(b.offset), u64::from(b.end));
         // Edge counts come from the block's branch instructions (the last one, or the
         // conditional branch of a `jcc; jmp` pair) and fall-through records.
         let last = cfg.last_insn(bi).map(|i| u64::from(i.offset));
@@ -275,9 +287,6 @@ fn cfg_function(
         let mut direct: Option<(u64, usize)> = None;
         for &ri in recs {
             let (k, c) = &profile.records[ri];
-            if k.from < u64::from(b.offset) || k.from >= u64::from(b.end) {
-                continue;
-            }
             let inter = match k.to {
                 Loc::Unknown => true,
                 Loc::Func(t, off) => t as usize != fi || off == 0,
@@ -369,11 +378,23 @@ fn bat_function(
     let table_fn = bat.function(f.address);
     let block_map = bat.blocks(f.address);
     let num_blocks = table_fn.map_or(0, |t| t.num_blocks);
-    let mut blocks: Vec<yaml::Block> = (0..num_blocks).map(|_| yaml::Block::default()).collect();
-    for (yb, (_, b)) in blocks.iter_mut().zip(&block_map) {
-        yb.index = b.index;
-        yb.hash = b.hash;
-    }
+    // perf2bolt sizes its block list to NumBlocks, takes bid and hash positionally from the
+    // block map, and puts counts at position `bid`. NumBlocks comes from the (untrusted) BAT
+    // section, so only positions that hold data are materialised: map positions first, then
+    // positions records reach; output keeps position order.
+    let mut blocks: std::collections::BTreeMap<u64, yaml::Block> = block_map
+        .iter()
+        .take(usize::try_from(num_blocks).unwrap_or(usize::MAX))
+        .enumerate()
+        .map(|(pos, (_, b))| {
+            let yb = yaml::Block {
+                index: b.index,
+                hash: b.hash,
+                ..Default::default()
+            };
+            (pos as u64, yb)
+        })
+        .collect();
     // perf2bolt's `getBlock`: the block whose input offset is the greatest at or before `offset`.
     let block_of = |offset: u64| -> Option<(u64, usize)> {
         let i = block_map.partition_point(|(o, _)| u64::from(*o) <= offset);
@@ -388,34 +409,28 @@ fn bat_function(
         let Some((block_offset, bi)) = block_of(k.from) else {
             continue;
         };
-        let internal = match k.to {
-            Loc::Func(t, off) => t as usize == fi && off != 0,
-            Loc::Unknown => false,
-        };
-        if internal {
-            let Loc::Func(_, to) = k.to else {
-                unreachable!()
-            };
-            let Some((_, succ)) = block_of(to) else {
-                continue;
-            };
-            if let Some(yb) = blocks.get_mut(bi) {
-                yb.successors.push(yaml::Successor {
-                    index: succ as u32,
-                    count: c.count,
-                    mispreds: c.mispreds,
-                });
-            }
-            continue;
-        }
         let (dest_id, entry_discriminator) = match k.to {
+            // A branch to another offset of the same function: a successor edge.
+            Loc::Func(t, to) if t as usize == fi && to != 0 => {
+                let Some((_, succ)) = block_of(to) else {
+                    continue;
+                };
+                if let Some(yb) = block_at(&mut blocks, num_blocks, bi) {
+                    yb.successors.push(yaml::Successor {
+                        index: succ as u32,
+                        count: c.count,
+                        mispreds: c.mispreds,
+                    });
+                }
+                continue;
+            }
             Loc::Func(t, off) => {
                 let t = callee(agg, t as usize);
                 (index.ids[t], entry_discriminator(agg, t, off))
             }
             Loc::Unknown => (0, 0),
         };
-        if let Some(yb) = blocks.get_mut(bi) {
+        if let Some(yb) = block_at(&mut blocks, num_blocks, bi) {
             yb.calls.push(yaml::CallSite {
                 offset: (k.from - block_offset) as u32,
                 dest_id,
@@ -427,31 +442,42 @@ fn bat_function(
         }
     }
     // Entry counts land on exact block starts only.
-    for (&(t, off), &count) in &index.entries {
-        if t as usize != fi {
-            continue;
-        }
+    for (&off, &count) in index.entries.get(&(fi as u32)).into_iter().flatten() {
         let Ok(i) = block_map.binary_search_by_key(&off, |(o, _)| u64::from(*o)) else {
             continue;
         };
-        if let Some(yb) = blocks.get_mut(block_map[i].1.index as usize) {
+        if let Some(yb) = block_at(&mut blocks, num_blocks, block_map[i].1.index as usize) {
             yb.exec_count = yb.exec_count.wrapping_add(count);
         }
     }
-    blocks.retain(|b| {
-        b.exec_count != 0
-            || b.successors.iter().any(|s| s.count != 0)
-            || b.calls.iter().any(|c| c.count != 0)
-    });
+    let blocks: Vec<yaml::Block> = blocks
+        .into_values()
+        .filter(|b| {
+            b.exec_count != 0
+                || b.successors.iter().any(|s| s.count != 0)
+                || b.calls.iter().any(|c| c.count != 0)
+        })
+        .collect();
     yaml::Function {
         name: f.profile_name(true).to_string(),
         id: index.ids[fi],
         hash: table_fn.map_or(0, |t| t.hash),
-        exec_count: index.entries.get(&(fi as u32, 0)).copied().unwrap_or(0),
+        exec_count: index.entry_count(fi, 0),
         num_basic_blocks: num_blocks as u32,
         blocks,
         ..Default::default()
     }
+}
+
+/// The block at position `bid` of a BAT function's block list (created on first use), when
+/// `bid` is within the function's NumBlocks.
+fn block_at(
+    blocks: &mut std::collections::BTreeMap<u64, yaml::Block>,
+    num_blocks: u64,
+    bid: usize,
+) -> Option<&mut yaml::Block> {
+    let pos = bid as u64;
+    (pos < num_blocks).then(|| blocks.entry(pos).or_default())
 }
 
 /// Build the YAML profile of a basic-sample aggregation: perf2bolt attaches no samples to blocks
@@ -465,10 +491,7 @@ pub fn sample_profile(
 ) -> yaml::Profile {
     let image = agg.image();
     let ids = function_ids(agg);
-    let mut sampled = vec![false; image.functions().len()];
-    for &(f, _) in samples.samples.keys() {
-        sampled[f as usize] = true;
-    }
+    let sampled = samples.profiled_functions(image.functions().len());
     let mut out = yaml::Profile {
         header: header(agg, binary_name, events, yaml::PF_SAMPLE),
         ..Default::default()

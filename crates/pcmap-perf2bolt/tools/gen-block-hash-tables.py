@@ -197,11 +197,7 @@ def reg_probe(iced):
         return f"movl {r}, {r}"
     if re.fullmatch(r"(RAX|RCX|RDX|RBX|RSP|RBP|RSI|RDI|R\d+)", n):
         return f"movq {r}, {r}"
-    if n.startswith("XMM"):
-        return f"vmovaps {r}, {r}"
-    if n.startswith("YMM"):
-        return f"vmovaps {r}, {r}"
-    if n.startswith("ZMM"):
+    if n.startswith(("XMM", "YMM", "ZMM")):
         return f"vmovaps {r}, {r}"
     if re.fullmatch(r"K\d", n):
         return f"kmovw {r}, {r}"

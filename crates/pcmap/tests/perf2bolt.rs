@@ -212,43 +212,7 @@ fn normalized(s: &str) -> Vec<String> {
     v
 }
 
-fn run_both_on_perf_data(
-    bin: &Path,
-    data: &Path,
-    dir: &Path,
-    extra: &[&str],
-) -> (String, String, String, String) {
-    let theirs = tk::run_ok(
-        Command::new(tk::tool("perf2bolt"))
-            .arg(bin)
-            .arg("-p")
-            .arg(data)
-            .arg("-o")
-            .arg(dir.join("p2b.fdata"))
-            .args(extra),
-    );
-    let out = tk::run(
-        Command::new(env!("CARGO_BIN_EXE_pcmap"))
-            .arg("perf2bolt")
-            .arg(bin)
-            .arg("-p")
-            .arg(data)
-            .arg("-o")
-            .arg(dir.join("pcmap.fdata"))
-            .args(extra),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        std::fs::read_to_string(dir.join("p2b.fdata")).unwrap(),
-        theirs,
-        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
+const PCMAP: &str = env!("CARGO_BIN_EXE_pcmap");
 
 #[test]
 fn perf_data_basic_samples_match_perf2bolt() {
@@ -266,7 +230,8 @@ fn perf_data_basic_samples_match_perf2bolt() {
             .arg(&bin)
             .arg("20000000"),
     );
-    let (expected, p2b, ours, stdout) = run_both_on_perf_data(&bin, &data, &dir, &["--ba"]);
+    let (expected, p2b, ours, stdout) =
+        support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &["--ba"], false);
     assert!(
         expected.lines().count() > 2,
         "too few samples recorded:\n{expected}"
@@ -295,7 +260,8 @@ fn perf_data_branch_stacks_match_perf2bolt() {
     std::fs::copy(&p1, &bin).unwrap();
     let data = dir.join("lbr.perf.data");
     std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 7)).unwrap();
-    let (expected, p2b, ours, stdout) = run_both_on_perf_data(&bin, &data, &dir, &[]);
+    let (expected, p2b, ours, stdout) =
+        support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &[], false);
     assert!(
         expected.lines().count() > 10,
         "perf2bolt produced too little:\n{p2b}"

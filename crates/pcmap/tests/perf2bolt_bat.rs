@@ -369,40 +369,21 @@ fn bat_perf_data_branch_stacks_match_perf2bolt() {
     std::fs::copy(&bolted, &bin).unwrap();
     let data = dir.join("lbr.perf.data");
     std::fs::write(&data, support::branch_stack_perf_data(&bin, 600, 11)).unwrap();
-    let p2b = run_ok(
-        Command::new(tool("perf2bolt"))
-            .arg(&bin)
-            .arg("-p")
-            .arg(&data)
-            .arg("-o")
-            .arg(dir.join("p2b.fdata"))
-            .arg("-w")
-            .arg(dir.join("p2b.yaml")),
+    let (expected, p2b, ours, stdout) = support::run_both_on_perf_data(
+        env!("CARGO_BIN_EXE_pcmap").as_ref(),
+        &bin,
+        &data,
+        &dir,
+        &[],
+        true,
     );
-    let out = tk::run(
-        Command::new(env!("CARGO_BIN_EXE_pcmap"))
-            .arg("perf2bolt")
-            .arg(&bin)
-            .arg("-p")
-            .arg(&data)
-            .arg("-o")
-            .arg(dir.join("pcmap.fdata"))
-            .arg("-w")
-            .arg(dir.join("pcmap.yaml")),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected = std::fs::read_to_string(dir.join("p2b.fdata")).unwrap();
     assert!(expected.starts_with("boltedcollection\n"), "{p2b}");
     assert!(
         expected.lines().count() > 20,
         "perf2bolt produced too little:\n{p2b}"
     );
     assert!(
-        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap() == expected,
+        ours == expected,
         "fdata differs; perf.data at {}",
         data.display()
     );
@@ -419,10 +400,7 @@ fn bat_perf_data_branch_stacks_match_perf2bolt() {
         "YAML differs ({})",
         dir.display()
     );
-    assert_eq!(
-        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
-        support::stat_lines(&p2b)
-    );
+    assert_eq!(support::stat_lines(&stdout), support::stat_lines(&p2b));
 }
 
 /// perf.data with basic samples (cpu-clock, recorded here) of the BOLTed binary: both tools read
@@ -443,32 +421,14 @@ fn bat_perf_data_basic_samples_match_perf2bolt() {
             .arg(&bin)
             .arg("30000000"),
     );
-    let p2b = run_ok(
-        Command::new(tool("perf2bolt"))
-            .arg(&bin)
-            .arg("-p")
-            .arg(&data)
-            .arg("--ba")
-            .arg("-o")
-            .arg(dir.join("p2b.fdata")),
+    let (expected, p2b, ours, stdout) = support::run_both_on_perf_data(
+        env!("CARGO_BIN_EXE_pcmap").as_ref(),
+        &bin,
+        &data,
+        &dir,
+        &["--ba"],
+        false,
     );
-    let out = tk::run(
-        Command::new(env!("CARGO_BIN_EXE_pcmap"))
-            .arg("perf2bolt")
-            .arg(&bin)
-            .arg("-p")
-            .arg(&data)
-            .arg("--ba")
-            .arg("-o")
-            .arg(dir.join("pcmap.fdata")),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected = std::fs::read_to_string(dir.join("p2b.fdata")).unwrap();
-    let ours = std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap();
     assert!(
         expected.starts_with("boltedcollection\nno_lbr"),
         "perf2bolt did not use BAT"
@@ -491,5 +451,5 @@ fn bat_perf_data_basic_samples_match_perf2bolt() {
             .map(str::to_string)
             .collect()
     };
-    assert_eq!(stat(&String::from_utf8_lossy(&out.stdout)), stat(&p2b));
+    assert_eq!(stat(&stdout), stat(&p2b));
 }

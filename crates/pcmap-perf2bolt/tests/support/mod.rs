@@ -371,3 +371,56 @@ pub fn branch_stack_perf_data(bin: &Path, n: u64, seed: u64) -> Vec<u8> {
     });
     w.finish()
 }
+
+/// perf2bolt 22 and `pcmap perf2bolt` (the executable at `pcmap`) on the same perf.data with
+/// the same `extra` options, writing `p2b.fdata` and `pcmap.fdata` (and, with `yaml`, `-w`
+/// `p2b.yaml` and `pcmap.yaml`) in `dir`. Returns (perf2bolt's fdata, its stdout, pcmap's
+/// fdata, pcmap's stdout); pcmap must succeed.
+pub fn run_both_on_perf_data(
+    pcmap: &Path,
+    bin: &Path,
+    data: &Path,
+    dir: &Path,
+    extra: &[&str],
+    yaml: bool,
+) -> (String, String, String, String) {
+    let yaml_args = |tag: &str| -> Vec<std::ffi::OsString> {
+        if yaml {
+            vec!["-w".into(), dir.join(format!("{tag}.yaml")).into()]
+        } else {
+            Vec::new()
+        }
+    };
+    let theirs = tk::run_ok(
+        Command::new(tk::tool("perf2bolt"))
+            .arg(bin)
+            .arg("-p")
+            .arg(data)
+            .arg("-o")
+            .arg(dir.join("p2b.fdata"))
+            .args(yaml_args("p2b"))
+            .args(extra),
+    );
+    let out = tk::run(
+        Command::new(pcmap)
+            .arg("perf2bolt")
+            .arg(bin)
+            .arg("-p")
+            .arg(data)
+            .arg("-o")
+            .arg(dir.join("pcmap.fdata"))
+            .args(yaml_args("pcmap"))
+            .args(extra),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        std::fs::read_to_string(dir.join("p2b.fdata")).unwrap(),
+        theirs,
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
