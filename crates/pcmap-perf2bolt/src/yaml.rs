@@ -9,6 +9,7 @@
 
 use pcmap_bat::BatTable;
 use pcmap_profile::yaml;
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregator, BranchProfile, Loc};
@@ -146,11 +147,13 @@ pub fn branch_profile(
             .is_some_and(|b| b.is_bat_function(funcs[fi].address))
     };
     let hash_ctx = block_hash::Context::new(agg.image());
-    for fi in 0..funcs.len() {
-        if index.profiled[fi] && !is_bat_function(fi) {
-            out.functions.push(cfg_function(agg, &index, &hash_ctx, fi));
-        }
-    }
+    // Functions are independent (CFG, block hashes, counts): convert them in parallel; an
+    // indexed parallel iterator keeps address order.
+    out.functions = (0..funcs.len())
+        .into_par_iter()
+        .filter(|&fi| index.profiled[fi] && !is_bat_function(fi))
+        .map(|fi| cfg_function(agg, &index, &hash_ctx, fi))
+        .collect();
     if let Some(bat) = agg.bat() {
         let mut bat_funcs: Vec<usize> = (0..funcs.len())
             .filter(|&fi| index.profiled[fi] && is_bat_function(fi))
