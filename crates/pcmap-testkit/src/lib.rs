@@ -248,6 +248,7 @@ pub fn bolt_with_instrumentation(binary: &Path, args: &[&str], flags: &[&str]) -
         let child = Command::new(&instrumented)
             .args(args)
             .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("run {}: {e}", instrumented.display()));
         let pid = child.id();
@@ -256,8 +257,11 @@ pub fn bolt_with_instrumentation(binary: &Path, args: &[&str], flags: &[&str]) -
             .expect("wait for the instrumented run");
         assert!(
             out.status.success(),
-            "instrumented run of {} failed",
-            binary.display()
+            "instrumented run failed ({}): {} {}\n--- stderr ---\n{}",
+            out.status,
+            instrumented.display(),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
         );
         let written = PathBuf::from(format!("{}.{pid}.fdata", base.display()));
         let written = if written.exists() {
