@@ -1,0 +1,375 @@
+//! The bodies of pcmap's fuzz targets: one function a target, taking the fuzzer's bytes.
+//!
+//! `fuzz/fuzz_targets/<name>.rs` calls `pcmap_fuzz::<name>` under libFuzzer (`cargo +nightly fuzz
+//! run <name>`), and `tests/corpus.rs` replays every committed input under `fuzz/corpus/<name>/`
+//! through the same function in `cargo test`, so the stable toolchain guards the corpora on every
+//! run. Each function must never panic on any input; assertions inside check round-trip
+//! properties (whatever decodes re-encodes to the same model).
+#![allow(clippy::missing_panics_doc)]
+
+use pcmap_bat::{Bat, BatTable};
+use pcmap_bbmap::decode::{DecodeOptions, Endian, LegacyMode, StoredAddress, decode_section};
+use pcmap_bbmap::encode::{EncodeOptions, encode_section};
+use pcmap_bbmap::index::BlockIndex;
+use pcmap_btf::encoding::{compact::CompactBlob, rfc::RfcBlob};
+use pcmap_btf::{Btf, BtfWriter, Format};
+use pcmap_perf2bolt::{aggregate::Aggregator, hash, image::Image};
+use pcmap_profile::fdata;
+use pcmap_profile::perfdata::{MmapTable, PerfFile, Record};
+use pcmap_profile::preagg;
+use pcmap_profile::yaml;
+use pcmap_propeller::builder::{CfgBuilder, MapBlock, MapFunction};
+use pcmap_trace::format::binary::PcmTrace;
+use pcmap_trace::htr::streaming;
+use pcmap_trace::htr::{BuildOptions, Htr};
+use pcmap_trace::trace::Trace;
+
+/// A fuzz target's body.
+pub type Target = fn(&[u8]);
+
+/// Every target: its name (as in `fuzz/Cargo.toml` and `fuzz/corpus/`) and its body.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("bat_decode", bat_decode),
+    ("bbmap_decode", bbmap_decode),
+    ("binary_open", binary_open),
+    ("btf_inline_decode", btf_inline_decode),
+    ("btf_parse", btf_parse),
+    ("inline_dwarf", inline_dwarf),
+    ("perf2bolt_image", perf2bolt_image),
+    ("perf2bolt_preagg", perf2bolt_preagg),
+    ("profile_fdata", profile_fdata),
+    ("profile_perfdata", profile_perfdata),
+    ("profile_preagg", profile_preagg),
+    ("profile_yaml", profile_yaml),
+    ("propeller_cc_profile", propeller_cc_profile),
+    ("propeller_pipeline", propeller_pipeline),
+    ("trace_binary", trace_binary),
+    ("trace_text", trace_text),
+];
+
+/// Decode arbitrary bytes as a BAT payload and as a `.note.bolt_bat` section: never a panic.
+/// Whatever decodes must re-encode, decode to the same model (a fixed point), index, and
+/// translate without panicking.
+pub fn bat_decode(data: &[u8]) {
+    for model in [Bat::decode(data), Bat::decode_note(data)]
+        .into_iter()
+        .flatten()
+    {
+        let bytes = model.encode().expect("a decoded model is valid");
+        assert_eq!(
+            Bat::decode(&bytes).expect("re-encoded model decodes"),
+            model
+        );
+        let table = BatTable::from_model(&model).expect("a decoded model is valid");
+        for h in &model.hot {
+            for e in &h.entries {
+                let a = h.address.wrapping_add(u64::from(e.output_offset));
+                let _ = table.translate(a, true);
+                let _ = table.translate_in(h.address, a, false);
+            }
+            let _ = table.block_at(h.address, 0);
+            let _ = table.fragments_of(h.address).count();
+        }
+    }
+    if let Ok(table) = BatTable::parse_payload(data) {
+        let _ = table.translate(
+            u64::from_le_bytes(
+                data.get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or([0; 8]),
+            ),
+            false,
+        );
+    }
+}
+
+/// Fuzz the basic-block address map decoder (every layout and ELF shape) and the block index.
+pub fn bbmap_decode(data: &[u8]) {
+    let Some((&mode, body)) = data.split_first() else {
+        return;
+    };
+    let options = DecodeOptions {
+        endian: if mode & 1 == 0 {
+            Endian::Little
+        } else {
+            Endian::Big
+        },
+        address_size: if mode & 2 == 0 { 8 } else { 4 },
+        legacy: match (mode >> 2) & 3 {
+            0 => LegacyMode::Strict,
+            1 => LegacyMode::Versions0And1,
+            2 => LegacyMode::Unversioned,
+            _ => LegacyMode::BbInfoProposal,
+        },
+    };
+    if let Ok(functions) = decode_section(body, options, &StoredAddress) {
+        // Whatever decodes re-encodes to something that decodes to the same maps.
+        let eo = EncodeOptions {
+            endian: options.endian,
+            address_size: options.address_size,
+        };
+        let (bytes, _) = encode_section(&functions, eo).expect("decoded maps are encodable");
+        let again =
+            decode_section(&bytes, options, &StoredAddress).expect("re-encoded maps decode");
+        assert_eq!(again, functions);
+        let index = BlockIndex::new(&functions);
+        for pc in [0, 1, u64::MAX, 0x1000] {
+            let _ = index.lookup(pc);
+            let _ = index.lookup_branch_target(pc);
+        }
+    }
+    // Whole ELF files too.
+    let _ = pcmap_bbmap::elf::read_elf(
+        body,
+        pcmap_bbmap::elf::ReadOptions {
+            legacy: mode & 16 != 0,
+        },
+    );
+}
+
+/// Open arbitrary bytes as an ELF binary, walk its sections, notes, symbols and functions, and
+/// decode every function: must never panic, only return errors.
+pub fn binary_open(data: &[u8]) {
+    pcmap_binary::fuzz_walk(data);
+}
+
+/// `.BTF.inline` (RFC layout) and compact-encoding decoders on arbitrary bytes, with a base that
+/// has a FUNC at id 3 so site records can resolve.
+pub fn btf_inline_decode(data: &[u8]) {
+    let mut w = BtfWriter::new_base();
+    let int = w.add_int("int", 4, 1, 32).unwrap();
+    let proto = w.add_func_proto(int, &[(Some("x"), int)], false).unwrap();
+    w.add_func("f", proto, 0).unwrap();
+    let base_bytes = w.finish();
+    let base = Btf::parse(&base_bytes).unwrap();
+    let _ = pcmap_btf::decode(Format::Rfc, data, None, &base);
+    let _ = pcmap_btf::decode(Format::Compact, data, None, &base);
+    if let Ok(b) = RfcBlob::parse(data) {
+        for s in b.sites().take(10_000) {
+            let Ok(s) = s else { break };
+            for &o in &s.param_locations {
+                let _ = b.location(o);
+            }
+        }
+    }
+    if let Ok(b) = CompactBlob::parse(data) {
+        for i in 0..b.lists.len().min(10_000) {
+            let _ = b.list(i as u32);
+        }
+    }
+}
+
+fn btf_exercise(btf: &Btf<'_>) {
+    let mut out = String::new();
+    let _ = pcmap_btf::raw::dump_raw(btf, &mut out);
+    let _ = pcmap_btf::encoding::btf2026::decode_any(btf);
+}
+
+/// BTF reader: parse arbitrary bytes as base BTF and as split BTF over a small fixed base, then
+/// touch every record and string the way the raw printer and the location decoders do.
+pub fn btf_parse(data: &[u8]) {
+    if let Ok(btf) = Btf::parse(data) {
+        btf_exercise(&btf);
+    }
+    let mut w = BtfWriter::new_base();
+    let int = w.add_int("int", 4, 1, 32).unwrap();
+    let proto = w.add_func_proto(int, &[(Some("x"), int)], false).unwrap();
+    w.add_func("f", proto, 0).unwrap();
+    let base_bytes = w.finish();
+    let base = Btf::parse(&base_bytes).unwrap();
+    if let Ok(split) = Btf::parse_split(data, &base) {
+        btf_exercise(&split);
+    }
+    let _ = pcmap_btf::decode(Format::Btf2026, data, None, &base);
+}
+
+/// Inline-site extraction, census and symbolization on arbitrary ELF bytes (seed the corpus with
+/// the `fixtures/src/inline` binaries): must never panic or hang.
+pub fn inline_dwarf(data: &[u8]) {
+    let Ok(debug) = pcmap_inline::DebugData::load(data) else {
+        return;
+    };
+    if let Ok(info) = pcmap_inline::extract_sites(&debug) {
+        let census = pcmap_inline::census::Census::new(&info);
+        let _ = census.sites;
+        for site in info.sites.iter().take(64) {
+            for p in &site.params {
+                let _ = p.location.display_x86_64();
+            }
+        }
+    }
+    if let Ok(sym) = pcmap_inline::symbolize::Symbolizer::new(&debug) {
+        for s in debug.symbols.iter().take(16) {
+            let _ = sym.frames(s.address, true);
+        }
+    }
+}
+
+/// Function discovery, CFG building, hashing and a trace walk of `pcmap-perf2bolt` on arbitrary
+/// ELF bytes.
+pub fn perf2bolt_image(data: &[u8]) {
+    let Ok(image) = Image::parse(data) else {
+        return;
+    };
+    let agg = Aggregator::new(&image);
+    for i in 0..image.functions().len().min(64) {
+        let _ = hash::function_hash(agg.cfg(i));
+    }
+    if let Some(f) = image.functions().first() {
+        let a = f.address;
+        let text = format!(
+            "T {a:x} {:x} {:x} 1\nB {:x} {a:x} 1 0\nF {a:x} {:x} 1\n",
+            a + 1,
+            a + 9,
+            a + 3,
+            a + 200
+        );
+        if let Ok(p) = pcmap_perf2bolt::preagg::parse(text.as_bytes(), &|_| {}) {
+            let _ = agg.aggregate_traces(&p, &|_| {});
+        }
+    }
+}
+
+/// The parallel pre-aggregated reader of `pcmap-perf2bolt` on arbitrary bytes.
+pub fn perf2bolt_preagg(data: &[u8]) {
+    let _ = pcmap_perf2bolt::preagg::parse(data, &|_| {});
+}
+
+/// fdata: parse arbitrary bytes; whatever parses writes back and re-parses to the same profile.
+pub fn profile_fdata(data: &[u8]) {
+    if let Ok(p) = fdata::parse(data) {
+        let mut out = Vec::new();
+        fdata::write(&mut out, &p).unwrap();
+        assert_eq!(fdata::parse(&out).unwrap(), p);
+    }
+}
+
+/// perf.data: header, attributes, feature sections and the record walker over arbitrary bytes.
+pub fn profile_perfdata(data: &[u8]) {
+    if let Ok(f) = PerfFile::parse(data) {
+        let mut table = MmapTable::default();
+        let _ = f.for_each_record(|r| {
+            table.observe(r);
+            if let Record::Sample(s) = r {
+                if let Some(bs) = s.branch_stack {
+                    let _ = bs.iter().map(|b| b.from ^ b.to).fold(0u64, |a, b| a ^ b);
+                }
+                let _ = s.callchain().count();
+            }
+            true
+        });
+        for i in 0..f.attrs.len() {
+            let _ = f.event_name(i);
+        }
+    }
+}
+
+/// Pre-aggregated text: serial and parallel parsing must agree and never panic.
+pub fn profile_preagg(data: &[u8]) {
+    let serial = preagg::parse_all(data);
+    let par = preagg::fold_parallel(
+        data,
+        Vec::new,
+        |v, r| v.push(r),
+        |mut a, b| {
+            a.extend(b);
+            a
+        },
+    );
+    assert_eq!(serial, par);
+    if let Ok(records) = serial {
+        let mut out = Vec::new();
+        preagg::write(&mut out, &records).unwrap();
+        assert_eq!(preagg::parse_all(&out).unwrap(), records);
+    }
+}
+
+/// BOLT YAML profile: parse arbitrary bytes; whatever parses writes back and re-parses to the same model.
+pub fn profile_yaml(data: &[u8]) {
+    if let Ok(p) = yaml::parse(data) {
+        let mut out = Vec::new();
+        yaml::write(&mut out, &p).unwrap();
+        assert_eq!(yaml::parse(&out).unwrap(), p);
+    }
+}
+
+/// The cc profile reader must not panic, and whatever it accepts must write back and read back equal.
+pub fn propeller_cc_profile(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(profile) = pcmap_propeller::read_cc_profile(text) {
+        let mut out = Vec::new();
+        if pcmap_propeller::write_cc_profile(&profile, &mut out).is_ok() {
+            let again =
+                pcmap_propeller::read_cc_profile(std::str::from_utf8(&out).unwrap()).unwrap();
+            assert_eq!(again, profile);
+        }
+    }
+}
+
+/// Arbitrary pre-aggregated records folded into a small fixed map, then laid out and written:
+/// nothing may panic (addresses, counts near u64::MAX, impossible fall-throughs).
+pub fn propeller_pipeline(data: &[u8]) {
+    let blk =
+        |bb_id: u32, address: u64, size: u64, can_fall_through: bool, has_return: bool| MapBlock {
+            bb_id,
+            address,
+            size,
+            can_fall_through,
+            has_return,
+            hash: Some(u64::from(bb_id)),
+        };
+    let map = vec![
+        MapFunction {
+            name: "f".into(),
+            aliases: vec!["g".into()],
+            ranges: vec![
+                vec![
+                    blk(0, 0x10, 8, true, false),
+                    blk(1, 0x18, 0, true, false),
+                    blk(2, 0x18, 8, false, true),
+                ],
+                vec![blk(3, 0x100, 4, false, false)],
+            ],
+        },
+        MapFunction {
+            name: "h".into(),
+            aliases: vec![],
+            ranges: vec![vec![blk(0, 0x40, 16, false, true)]],
+        },
+    ];
+    let builder = CfgBuilder::new(&map).unwrap();
+    let Ok(fold) = pcmap_propeller::input::fold_preaggregated(&builder, data) else {
+        return;
+    };
+    let program = builder.finish(fold.acc);
+    let result = pcmap_propeller::generate(&program, &pcmap_propeller::PropellerOptions::default());
+    let mut out = Vec::new();
+    let _ = pcmap_propeller::write_cc_profile(&result.cc_profile(&program, true, true), &mut out);
+    let _ = pcmap_propeller::ld_profile::write_ld_profile(&result.ld_symbols(&program), &mut out);
+}
+
+/// PCMTRACE: header, trailer index, records, and the streaming chunk-parallel pass.
+pub fn trace_binary(data: &[u8]) {
+    let mut bytes = b"PCMTRACE".to_vec();
+    bytes.extend_from_slice(data);
+    for input in [data, &bytes[..]] {
+        if let Ok(pt) = PcmTrace::parse(input, "fuzz") {
+            let _ = pt.read_all(&mut |_| Ok(()));
+            let _ = streaming::summarize(&pt, 4);
+        }
+    }
+}
+
+/// Every text trace format (detection included) must reject bad input without panicking, and
+/// the HTR passes must handle whatever it accepts.
+pub fn trace_text(data: &[u8]) {
+    if let Ok(trace) = Trace::read(data, "fuzz") {
+        for t in trace.threads.iter().take(4) {
+            if t.ids.len() <= 4096 {
+                let _ = Htr::build(t, &BuildOptions::default());
+            }
+        }
+    }
+}
