@@ -46,7 +46,6 @@ pub mod decode;
 pub mod elf;
 pub mod encode;
 pub mod index;
-pub mod leb128;
 pub mod model;
 pub mod profile;
 #[cfg(feature = "elf")]
