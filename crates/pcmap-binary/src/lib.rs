@@ -31,6 +31,7 @@
 
 mod elf;
 mod error;
+mod header;
 mod mapped;
 mod section;
 mod symbols;
@@ -38,6 +39,7 @@ pub mod x86;
 
 pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, Segment};
 pub use error::{Error, Result};
+pub use header::SectionHeaderTable;
 pub use mapped::MappedFile;
 pub use section::{
     CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHT_LLVM_BB_ADDR_MAP, SHT_NOBITS,

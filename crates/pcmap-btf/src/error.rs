@@ -4,7 +4,7 @@
 ///
 /// Every variant that comes from input bytes carries the byte offset in the blob (or file) and
 /// the field that was being read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The input ends before a field could be read.
     #[error(
@@ -30,6 +30,10 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// The ELF file could not be parsed.
+    #[cfg(feature = "elf")]
+    #[error(transparent)]
+    Elf(#[from] pcmap_binary::Error),
     /// A value cannot be represented by the output format (writers only).
     #[error("cannot encode {field}: {message}")]
     Unrepresentable {
