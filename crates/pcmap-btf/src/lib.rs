@@ -7,6 +7,7 @@
 //! This crate depends on no other pcmap crate: the encoders take the neutral [`model::SiteSet`].
 #![deny(missing_docs)]
 
+pub mod dump;
 #[cfg(feature = "elf")]
 pub mod elf_append;
 pub mod encoding;

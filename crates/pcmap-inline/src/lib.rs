@@ -40,6 +40,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "btf")]
+pub mod btf;
 pub mod census;
 mod cfa;
 mod error;
