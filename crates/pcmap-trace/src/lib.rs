@@ -18,11 +18,14 @@
 //! [`symbols::CodeInfo`] trait or the sorted [`symbols::SymbolTable`].
 #![deny(missing_docs)]
 
+#[cfg(feature = "binary")]
+pub mod binary_code;
 pub mod error;
 pub mod export;
 pub mod format;
 pub mod htr;
 pub mod record;
+pub mod summary;
 pub mod symbols;
 pub mod synthetic;
 pub mod trace;
