@@ -47,6 +47,7 @@ mod cfa;
 mod error;
 mod extract;
 pub mod location;
+pub mod report;
 mod sections;
 pub mod symbolize;
 
