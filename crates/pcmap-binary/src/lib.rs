@@ -36,6 +36,7 @@ mod mapped;
 mod names;
 mod section;
 mod symbols;
+mod symtab;
 pub mod x86;
 
 pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, Segment};
@@ -48,6 +49,7 @@ pub use section::{
     SHT_NOTE, Section,
 };
 pub use symbols::{Function, FunctionSymbol, FunctionTable};
+pub use symtab::{Relocation, STT_FUNC, SymbolEntry};
 pub use x86::{BranchKind, Instruction, InstructionIter, StandalonePrefix};
 
 /// Exercise every parser of this crate on untrusted bytes (the fuzz target's body): parse,

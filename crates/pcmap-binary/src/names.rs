@@ -70,3 +70,15 @@ impl Section<'_> {
         section_flag_letters(self.flags)
     }
 }
+
+impl crate::Machine {
+    /// The `e_machine` value.
+    pub fn e_machine(self) -> u16 {
+        match self {
+            crate::Machine::X86_64 => 62,
+            crate::Machine::X86 => 3,
+            crate::Machine::Aarch64 => 183,
+            crate::Machine::Other(m) => m,
+        }
+    }
+}
