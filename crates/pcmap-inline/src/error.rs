@@ -50,3 +50,6 @@ impl Error {
         }
     }
 }
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -51,7 +51,7 @@ pub mod report;
 mod sections;
 pub mod symbolize;
 
-pub use error::Error;
+pub use error::{Error, Result};
 pub use extract::extract_sites;
 pub use location::{Location, LocationPiece, RegOffset};
 pub use sections::DebugData;

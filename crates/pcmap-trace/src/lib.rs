@@ -30,5 +30,5 @@ pub mod symbols;
 pub mod synthetic;
 pub mod trace;
 
-pub use error::TraceError;
+pub use error::{Result, TraceError, TraceError as Error};
 pub use record::{GapReason, Record};
