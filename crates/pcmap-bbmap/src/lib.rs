@@ -50,6 +50,8 @@ pub mod model;
 pub mod profile;
 #[cfg(feature = "elf")]
 pub mod readobj;
+#[cfg(feature = "elf")]
+pub mod report;
 
 pub use decode::{
     AddressResolver, BbAddrMapReader, BlockRecord, DecodeError, DecodeErrorKind, DecodeOptions,
