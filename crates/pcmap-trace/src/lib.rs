@@ -25,6 +25,7 @@ pub mod export;
 pub mod format;
 pub mod htr;
 pub mod record;
+pub mod recording;
 pub mod summary;
 pub mod symbols;
 pub mod synthetic;

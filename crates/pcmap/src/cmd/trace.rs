@@ -19,6 +19,7 @@ use pcmap_trace::htr::function::CallTree;
 use pcmap_trace::htr::lldb::{InstructionLayer, LldbHtr};
 use pcmap_trace::htr::streaming;
 use pcmap_trace::htr::{BuildOptions, Htr};
+use pcmap_trace::recording::Recording;
 use pcmap_trace::summary::{SummaryOut, ThreadOut, print_summary};
 use pcmap_trace::symbols::{CodeInfo, NoCode};
 use pcmap_trace::trace::Trace;
@@ -302,7 +303,7 @@ fn record(a: RecordArgs) -> Result<()> {
     let data =
         MappedFile::open(&log).with_context(|| format!("reading the {} log", tool.display()))?;
     let label = log.display().to_string();
-    let mut records = vec![
+    let meta = vec![
         Record::Meta {
             key: "exe".into(),
             value: program.display().to_string(),
@@ -321,33 +322,8 @@ fn record(a: RecordArgs) -> Result<()> {
         Method::Qemu => Format::QemuExec,
         Method::Valgrind => Format::Lackey,
     };
-    let mut insns = 0u64;
-    format::read_as(fmt, &data, &label, &mut |r| {
-        match &r {
-            Record::Insn { addr } if !keep(*addr) => return Ok(()),
-            Record::Insn { .. } => insns += 1,
-            Record::Meta { .. } => return Ok(()),
-            _ => {}
-        }
-        records.push(r);
-        Ok(())
-    })?;
-    // qemu names threads by CPU index; a single-threaded program needs no thread records.
-    let mut tids: Vec<u64> = records
-        .iter()
-        .filter_map(|r| {
-            if let Record::Thread { tid } = r {
-                Some(*tid)
-            } else {
-                None
-            }
-        })
-        .collect();
-    tids.sort_unstable();
-    tids.dedup();
-    if tids.len() <= 1 {
-        records.retain(|r| !matches!(r, Record::Thread { .. }));
-    }
+    let Recording { records, insns } =
+        pcmap_trace::recording::from_tracer_log(fmt, &data, &label, meta, &keep)?;
     write_records(
         &a.output,
         out_format(&a.output, a.format),
