@@ -14,8 +14,12 @@
 //! * [`export`]: Chrome/Perfetto JSON (object format with named tracks), lldb's JSON array, folded
 //!   stacks and flame-graph SVGs.
 //!
-//! The crate depends on nothing else of pcmap's: symbols come in through the small
-//! [`symbols::CodeInfo`] trait or the sorted [`symbols::SymbolTable`].
+//! * `summary`: the report of `pcmap trace summarize` (super blocks, loops, functions per
+//!   thread, text or JSON); `recording`: a tracer's log turned into trace records.
+//!
+//! Besides `pcmap-bytes` (LEB128) the crate depends on nothing else of pcmap's: symbols come in
+//! through the small [`symbols::CodeInfo`] trait or the sorted [`symbols::SymbolTable`]; the
+//! `binary` feature adds `binary_code::BinaryCode`, a `CodeInfo` read from a `pcmap_binary::Binary`.
 #![deny(missing_docs)]
 
 #[cfg(feature = "binary")]
