@@ -4,7 +4,6 @@
 //! lookup index) be built straight from the bytes without an intermediate copy.
 
 use crate::error::{DecodeError, DecodeErrorKind, Field};
-use crate::leb128::{LebError, read_sleb128, read_uleb128};
 use crate::model::{Block, Entry, EntryKind};
 
 /// `n_type` of the BAT note (`NT_BOLT_BAT`).
@@ -41,18 +40,36 @@ pub(crate) trait Sink {
     fn secondary_entry_point(&mut self, offset: u32);
 }
 
-/// A cursor over the payload that reports errors at absolute offsets (`base` + position).
+/// The shared byte cursor, with this format's field names and error kinds.
 struct Cursor<'data> {
-    data: &'data [u8],
-    pos: usize,
-    base: usize,
+    inner: pcmap_bytes::Cursor<'data>,
 }
 
 impl<'data> Cursor<'data> {
     #[inline]
+    fn pos(&self) -> usize {
+        self.inner.pos()
+    }
+
+    #[inline]
     fn err(&self, at: usize, field: Field, kind: DecodeErrorKind) -> DecodeError {
         DecodeError {
-            offset: self.base + at,
+            offset: self.inner.base() + at,
+            field,
+            kind,
+        }
+    }
+
+    #[cold]
+    fn bytes_err(field: Field, e: pcmap_bytes::Error) -> DecodeError {
+        let kind = match e.kind {
+            pcmap_bytes::ErrorKind::LebOverflow { .. } => DecodeErrorKind::LebOverflow,
+            pcmap_bytes::ErrorKind::UnexpectedEnd { .. } | pcmap_bytes::ErrorKind::LebPastEnd => {
+                DecodeErrorKind::UnexpectedEnd
+            }
+        };
+        DecodeError {
+            offset: e.offset,
             field,
             kind,
         }
@@ -60,34 +77,27 @@ impl<'data> Cursor<'data> {
 
     #[inline]
     fn remaining(&self) -> usize {
-        self.data.len() - self.pos
+        self.inner.remaining()
     }
 
     #[inline]
     fn uleb(&mut self, field: Field) -> Result<u64, DecodeError> {
-        let at = self.pos;
-        read_uleb128(self.data, &mut self.pos).map_err(|e| self.leb_err(at, field, e))
+        self.inner
+            .read_uleb128()
+            .map_err(|e| Self::bytes_err(field, e))
     }
 
     #[inline]
     fn sleb(&mut self, field: Field) -> Result<i64, DecodeError> {
-        let at = self.pos;
-        read_sleb128(self.data, &mut self.pos).map_err(|e| self.leb_err(at, field, e))
-    }
-
-    #[cold]
-    fn leb_err(&self, at: usize, field: Field, e: LebError) -> DecodeError {
-        let kind = match e {
-            LebError::UnexpectedEnd => DecodeErrorKind::UnexpectedEnd,
-            LebError::Overflow => DecodeErrorKind::LebOverflow,
-        };
-        self.err(at, field, kind)
+        self.inner
+            .read_sleb128()
+            .map_err(|e| Self::bytes_err(field, e))
     }
 
     /// A ULEB128 value that must not exceed `max`.
     #[inline]
     fn uleb_max(&mut self, field: Field, max: u64) -> Result<u64, DecodeError> {
-        let at = self.pos;
+        let at = self.pos();
         let value = self.uleb(field)?;
         if value > max {
             return Err(self.err(at, field, DecodeErrorKind::OutOfRange { value, max }));
@@ -98,7 +108,7 @@ impl<'data> Cursor<'data> {
     /// A count of items that take at least `min_item_size` bytes each.
     #[inline]
     fn count(&mut self, field: Field, min_item_size: usize) -> Result<u32, DecodeError> {
-        let at = self.pos;
+        let at = self.pos();
         let count = self.uleb_max(field, u64::from(u32::MAX))?;
         let remaining = self.remaining();
         if count.saturating_mul(min_item_size as u64) > remaining as u64 {
@@ -113,22 +123,12 @@ impl<'data> Cursor<'data> {
 
     #[inline]
     fn bytes(&mut self, field: Field, len: usize) -> Result<&'data [u8], DecodeError> {
-        let data = self.data;
-        let slice = self
-            .pos
-            .checked_add(len)
-            .and_then(|end| data.get(self.pos..end))
-            .ok_or_else(|| self.err(self.pos, field, DecodeErrorKind::UnexpectedEnd))?;
-        self.pos += len;
-        Ok(slice)
+        self.inner.bytes(len).map_err(|e| Self::bytes_err(field, e))
     }
 
     #[inline]
     fn u64_le(&mut self, field: Field) -> Result<u64, DecodeError> {
-        let b = self.bytes(field, 8)?;
-        let mut raw = [0u8; 8];
-        raw.copy_from_slice(b);
-        Ok(u64::from_le_bytes(raw))
+        self.inner.read_u64().map_err(|e| Self::bytes_err(field, e))
     }
 }
 
@@ -203,9 +203,7 @@ pub(crate) fn decode_payload(
     sink: &mut impl Sink,
 ) -> Result<(), DecodeError> {
     let mut c = Cursor {
-        data: payload,
-        pos: 0,
-        base,
+        inner: pcmap_bytes::Cursor::new(payload, base),
     };
     // Output addresses are delta-encoded continuously over functions, entries and both tables.
     let mut prev_address = 0u64;
@@ -216,7 +214,7 @@ pub(crate) fn decode_payload(
     sink.table_len(false, num_hot as usize);
     hot_addresses.reserve(num_hot as usize);
     for _ in 0..num_hot {
-        let at = c.pos;
+        let at = c.pos();
         let address = prev_address.wrapping_add(c.uleb(Field::Address)?);
         if let Some(&previous) = hot_addresses.last()
             && address <= previous
@@ -259,7 +257,7 @@ pub(crate) fn decode_payload(
     let mut previous_cold: Option<u64> = None;
     let mut hot_cursor = 0usize;
     for _ in 0..num_cold {
-        let at = c.pos;
+        let at = c.pos();
         let address = prev_address.wrapping_add(c.uleb(Field::Address)?);
         if let Some(previous) = previous_cold
             && address <= previous
@@ -286,7 +284,7 @@ pub(crate) fn decode_payload(
         }
         previous_cold = Some(address);
         prev_address = address;
-        let at = c.pos;
+        let at = c.pos();
         // llvm-bolt writes `HotIndex - PrevIndex` as a size_t: decreasing indices wrap.
         hot_index = hot_index.wrapping_add(c.uleb(Field::HotIndex)?);
         if hot_index >= u64::from(num_hot) {
@@ -319,7 +317,7 @@ pub(crate) fn decode_payload(
 
     if c.remaining() != 0 {
         return Err(c.err(
-            c.pos,
+            c.pos(),
             Field::TrailingBytes,
             DecodeErrorKind::TrailingBytes(c.remaining()),
         ));
@@ -343,7 +341,7 @@ fn decode_entries(
     let mut prev_index = 0u64;
     let mut prev_offset = 0u64;
     for j in 0..num_entries as usize {
-        let at = c.pos;
+        let at = c.pos();
         let out_address = prev_address.wrapping_add(c.uleb(Field::OutputOffset)?);
         *prev_address = out_address;
         let output_offset = out_address.wrapping_sub(address);
@@ -368,7 +366,7 @@ fn decode_entries(
             ));
         }
         prev_offset = output_offset;
-        let at = c.pos;
+        let at = c.pos();
         let packed = if j < equal_elems {
             // Implied: input = output + skew; the branch bit comes from the bitmask.
             let bit = (mask[j / 8] >> (j % 8)) & 1;
@@ -394,7 +392,7 @@ fn decode_entries(
         prev_input = packed;
         let kind = if packed & 1 == 0 {
             let hash = c.u64_le(Field::BBHash)?;
-            let at = c.pos;
+            let at = c.pos();
             // `BBIndex - PrevBBIndex` is written as a size_t: decreasing indices wrap mod 2^64.
             let index = prev_index.wrapping_add(c.uleb(Field::BBIdx)?);
             if index > u64::from(u32::MAX) {

@@ -2,8 +2,8 @@
 
 use crate::decode::{NT_BOLT_BAT, align4};
 use crate::error::ModelError;
-use crate::leb128::{write_sleb128, write_uleb128};
 use crate::model::{Bat, Entry};
+use pcmap_bytes::leb128::{write_sleb128, write_uleb128};
 
 impl Bat {
     /// Encode the payload (`desc`) of the BAT note.

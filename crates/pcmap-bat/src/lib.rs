@@ -94,7 +94,6 @@
 mod decode;
 mod encode;
 mod error;
-mod leb128;
 mod model;
 mod table;
 

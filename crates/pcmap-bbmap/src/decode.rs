@@ -4,20 +4,13 @@
 //! whole section. The legacy layouts (versions 0/1, the unversioned LLVM 12 map and the `.bb_info`
 //! proposal) are decoded only when [`DecodeOptions::legacy`] asks for them.
 
-use crate::leb128::{LebError, read_uleb128};
 use crate::model::{
     BbEntry, BbRange, BlockMetadata, Features, FunctionMap, Layout, PgoAnalysis, PgoBbEntry,
     PgoSuccessor,
 };
 
-/// Byte order of the file the section comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Endian {
-    /// Little-endian (`ELFDATA2LSB`).
-    Little,
-    /// Big-endian (`ELFDATA2MSB`).
-    Big,
-}
+/// Byte order of the file the section comes from (the workspace's one byte-order type).
+pub use pcmap_bytes::Endian;
 
 /// Which layouts beyond LLVM 22's versions 2-5 the decoder accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -166,14 +159,17 @@ impl AddressResolver for StoredAddress {
     }
 }
 
-/// A cursor over the section with LLVM's field readers.
+/// The shared byte cursor, with LLVM's field names and error kinds.
 struct Cursor<'data> {
-    data: &'data [u8],
-    pos: usize,
-    endian: Endian,
+    inner: pcmap_bytes::Cursor<'data>,
 }
 
 impl<'data> Cursor<'data> {
+    #[inline]
+    fn pos(&self) -> usize {
+        self.inner.pos()
+    }
+
     #[inline]
     fn err(&self, at: usize, field: Field, kind: DecodeErrorKind) -> DecodeError {
         DecodeError {
@@ -183,22 +179,31 @@ impl<'data> Cursor<'data> {
         }
     }
 
+    #[cold]
+    fn bytes_err(field: Field, e: pcmap_bytes::Error) -> DecodeError {
+        let kind = match e.kind {
+            pcmap_bytes::ErrorKind::UnexpectedEnd { .. } => DecodeErrorKind::UnexpectedEnd,
+            pcmap_bytes::ErrorKind::LebPastEnd => DecodeErrorKind::LebExtendsPastEnd,
+            pcmap_bytes::ErrorKind::LebOverflow { .. } => DecodeErrorKind::LebTooBig,
+        };
+        DecodeError {
+            offset: e.offset as u64,
+            field,
+            kind,
+        }
+    }
+
     #[inline]
     fn uleb(&mut self, field: Field) -> Result<u64, DecodeError> {
-        let at = self.pos;
-        read_uleb128(self.data, &mut self.pos).map_err(|e| {
-            let kind = match e {
-                LebError::ExtendsPastEnd => DecodeErrorKind::LebExtendsPastEnd,
-                LebError::TooBigForU64 => DecodeErrorKind::LebTooBig,
-            };
-            self.err(at, field, kind)
-        })
+        self.inner
+            .read_uleb128()
+            .map_err(|e| Self::bytes_err(field, e))
     }
 
     /// `readULEB128As<uint32_t>`.
     #[inline]
     fn uleb32(&mut self, field: Field) -> Result<u32, DecodeError> {
-        let at = self.pos;
+        let at = self.pos();
         let v = self.uleb(field)?;
         u32::try_from(v).map_err(|_| {
             self.err(
@@ -209,38 +214,16 @@ impl<'data> Cursor<'data> {
         })
     }
 
-    #[inline]
-    fn fixed<const N: usize>(&mut self, field: Field) -> Result<[u8; N], DecodeError> {
-        let end = self.pos.checked_add(N).filter(|&e| e <= self.data.len());
-        match end {
-            Some(end) => {
-                let mut b = [0u8; N];
-                b.copy_from_slice(&self.data[self.pos..end]);
-                self.pos = end;
-                Ok(b)
-            }
-            None => Err(self.err(self.pos, field, DecodeErrorKind::UnexpectedEnd)),
-        }
-    }
-
     fn u8(&mut self, field: Field) -> Result<u8, DecodeError> {
-        Ok(self.fixed::<1>(field)?[0])
+        self.inner.read_u8().map_err(|e| Self::bytes_err(field, e))
     }
 
     fn u16(&mut self, field: Field) -> Result<u16, DecodeError> {
-        let b = self.fixed::<2>(field)?;
-        Ok(match self.endian {
-            Endian::Little => u16::from_le_bytes(b),
-            Endian::Big => u16::from_be_bytes(b),
-        })
+        self.inner.read_u16().map_err(|e| Self::bytes_err(field, e))
     }
 
     fn u64(&mut self, field: Field) -> Result<u64, DecodeError> {
-        let b = self.fixed::<8>(field)?;
-        Ok(match self.endian {
-            Endian::Little => u64::from_le_bytes(b),
-            Endian::Big => u64::from_be_bytes(b),
-        })
+        self.inner.read_u64().map_err(|e| Self::bytes_err(field, e))
     }
 
     fn address<R: AddressResolver + ?Sized>(
@@ -248,13 +231,10 @@ impl<'data> Cursor<'data> {
         size: u8,
         resolver: &R,
     ) -> Result<u64, DecodeError> {
-        let at = self.pos;
+        let at = self.pos();
         let stored = if size == 4 {
-            let b = self.fixed::<4>(Field::Address)?;
-            u64::from(match self.endian {
-                Endian::Little => u32::from_le_bytes(b),
-                Endian::Big => u32::from_be_bytes(b),
-            })
+            let v = self.inner.read_u32();
+            u64::from(v.map_err(|e| Self::bytes_err(Field::Address, e))?)
         } else {
             self.u64(Field::Address)?
         };
@@ -388,9 +368,7 @@ impl<'data, 'r, R: AddressResolver + ?Sized> BbAddrMapReader<'data, 'r, R> {
     pub fn new(data: &'data [u8], options: DecodeOptions, resolver: &'r R) -> Self {
         BbAddrMapReader {
             cur: Cursor {
-                data,
-                pos: 0,
-                endian: options.endian,
+                inner: pcmap_bytes::Cursor::new(data, 0).with_endian(options.endian),
             },
             options,
             resolver,
@@ -401,12 +379,12 @@ impl<'data, 'r, R: AddressResolver + ?Sized> BbAddrMapReader<'data, 'r, R> {
 
     /// Offset of the next record in the section.
     pub fn position(&self) -> usize {
-        self.cur.pos
+        self.cur.pos()
     }
 
     /// Whether all records have been read (or an error ended the reading).
     pub fn is_done(&self) -> bool {
-        self.failed || self.cur.pos >= self.cur.data.len()
+        self.failed || self.cur.inner.is_empty()
     }
 
     /// Decode the next function record into `v`.
@@ -432,7 +410,7 @@ impl<'data, 'r, R: AddressResolver + ?Sized> BbAddrMapReader<'data, 'r, R> {
             }
             _ => {}
         }
-        let version_at = c.pos;
+        let version_at = c.pos();
         let version = c.u8(Field::Version)?;
         let legacy_ok = self.options.legacy == LegacyMode::Versions0And1;
         if version > 5 || (version < 2 && !legacy_ok) {
@@ -442,7 +420,7 @@ impl<'data, 'r, R: AddressResolver + ?Sized> BbAddrMapReader<'data, 'r, R> {
                 DecodeErrorKind::UnsupportedVersion(version),
             ));
         }
-        let feature_at = c.pos;
+        let feature_at = c.pos();
         let raw_features = if version < 5 {
             u16::from(c.u8(Field::Feature)?)
         } else {
@@ -489,7 +467,7 @@ impl<'data, 'r, R: AddressResolver + ?Sized> BbAddrMapReader<'data, 'r, R> {
         v.function(Layout::Versioned(version), features);
 
         let num_ranges = if features.multi_bb_range() {
-            let at = c.pos;
+            let at = c.pos();
             let n = c.uleb32(Field::NumBBRanges)?;
             if n == 0 {
                 return Err(c.err(at, Field::NumBBRanges, DecodeErrorKind::ZeroRanges));
@@ -526,7 +504,7 @@ impl<'data, 'r, R: AddressResolver + ?Sized> BbAddrMapReader<'data, 'r, R> {
                     }
                 }
                 let size = c.uleb32(Field::Size)?.wrapping_add(last_callsite_end);
-                let md_at = c.pos;
+                let md_at = c.pos();
                 let md = c.uleb32(Field::Metadata)?;
                 let hash = if features.bb_hash() {
                     c.u64(Field::Hash)?
@@ -622,7 +600,7 @@ fn decode_unversioned<R: AddressResolver + ?Sized, V: MapVisitor + ?Sized>(
             c.uleb32(Field::Offset)?
         };
         let size = c.uleb32(Field::Size)?;
-        let md_at = c.pos;
+        let md_at = c.pos();
         let md = c.uleb32(Field::Metadata)?;
         if md & !BlockMetadata::ALL != 0 {
             return Err(c.err(md_at, Field::Metadata, DecodeErrorKind::InvalidMetadata(md)));
@@ -644,7 +622,7 @@ impl<R: AddressResolver + ?Sized> Iterator for BbAddrMapReader<'_, '_, R> {
     type Item = Result<FunctionMap, DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.cur.pos >= self.cur.data.len() {
+        if self.failed || self.cur.inner.is_empty() {
             return None;
         }
         let mut b = FunctionBuilder::default();

@@ -1,15 +1,13 @@
-//! Finding and decoding the map sections of an ELF file with `object`: linked executables and
-//! shared objects (one concatenated `.llvm_bb_addr_map`), relocatable objects (one map section
-//! per text section, addresses from RELA, REL or CREL relocations), `SHF_COMPRESSED` sections,
-//! ELF32/ELF64 in both byte orders, and function names resolved the way llvm-readobj does.
+//! Finding and decoding the map sections of an ELF file read by [`pcmap_binary::Binary`] (the
+//! workspace's one ELF model): linked executables and shared objects (one concatenated
+//! `.llvm_bb_addr_map`), relocatable objects (one map section per text section, addresses from
+//! RELA, REL or CREL relocations), `SHF_COMPRESSED` sections, ELF32/ELF64 in both byte orders,
+//! and function names resolved the way llvm-readobj does.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use object::FileKind;
-use object::elf;
-use object::read::elf::{Crel, ElfFile, FileHeader, Rel, SectionHeader, Sym};
-use object::read::{Object, ObjectSection, SectionIndex, SymbolIndex};
+use pcmap_binary::{Binary, FileKind, SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, STT_FUNC};
 
 use crate::decode::{
     AddressResolver, DecodeError, DecodeErrorKind, DecodeOptions, Endian, LegacyMode,
@@ -27,9 +25,9 @@ pub const BB_INFO_SECTION_NAME: &str = ".bb_info";
 /// Errors while locating or decoding map sections.
 #[derive(Debug, thiserror::Error)]
 pub enum ElfError {
-    /// The file is not an ELF file `object` can read.
+    /// The file is not an ELF file the binary model can read.
     #[error("not a readable ELF file: {0}")]
-    Object(#[from] object::Error),
+    Binary(#[from] pcmap_binary::Error),
     /// The file is not ELF.
     #[error("not an ELF file")]
     NotElf,
@@ -42,24 +40,24 @@ pub enum ElfError {
         name: String,
     },
     /// A relocation section could not be read.
-    #[error("unable to read relocations of section {section} ({name}): {message}")]
+    #[error("unable to read relocations of section {section} ({name}): {source}")]
     Relocations {
         /// Index of the map section.
         section: usize,
         /// Its name.
         name: String,
         /// What went wrong.
-        message: String,
+        source: pcmap_binary::Error,
     },
     /// A map section could not be decompressed or read.
-    #[error("unable to read map section {section} ({name}): {message}")]
+    #[error("unable to read map section {section} ({name}): {source}")]
     SectionData {
         /// Index of the section.
         section: usize,
         /// Its name.
         name: String,
         /// What went wrong.
-        message: String,
+        source: pcmap_binary::Error,
     },
     /// The content of a map section is invalid.
     #[error("unable to decode map section {section} ({name}): {error}")]
@@ -167,13 +165,13 @@ pub struct ReadOptions {
     pub legacy: bool,
 }
 
-/// Parse `data` as ELF and decode every map section.
+/// Parse `data` as ELF and decode every map section ([`read_binary`] on
+/// [`Binary::parse`]`(data)`).
 pub fn read_elf(data: &[u8], options: ReadOptions) -> Result<ElfBbAddrMaps, ElfError> {
-    match FileKind::parse(data)? {
-        FileKind::Elf32 => read_elf_generic::<elf::FileHeader32<object::Endianness>>(data, options),
-        FileKind::Elf64 => read_elf_generic::<elf::FileHeader64<object::Endianness>>(data, options),
-        _ => Err(ElfError::NotElf),
+    if data.len() >= 4 && !data.starts_with(b"\x7fELF") {
+        return Err(ElfError::NotElf);
     }
+    read_binary(&Binary::parse(data)?, options)
 }
 
 /// Address fields of a relocatable map section: value by field offset, `None` meaning the
@@ -195,56 +193,48 @@ impl AddressResolver for Relocated {
     }
 }
 
-fn read_elf_generic<'data, Elf: FileHeader<Endian = object::Endianness>>(
-    data: &'data [u8],
-    options: ReadOptions,
-) -> Result<ElfBbAddrMaps, ElfError> {
-    let file = ElfFile::<Elf, &'data [u8]>::parse(data)?;
-    let endian = file.endian();
-    let header = file.elf_header();
-    let sections = file.elf_section_table();
-    let kind = match header.e_type(endian) {
-        elf::ET_REL => ElfKind::Relocatable,
-        elf::ET_EXEC => ElfKind::Executable,
-        elf::ET_DYN => ElfKind::Shared,
-        other => ElfKind::Other(other.0),
+/// Decode every map section of an already parsed binary.
+pub fn read_binary(bin: &Binary<'_>, options: ReadOptions) -> Result<ElfBbAddrMaps, ElfError> {
+    let kind = match bin.kind() {
+        FileKind::Relocatable => ElfKind::Relocatable,
+        FileKind::Executable => ElfKind::Executable,
+        FileKind::PieExecutable | FileKind::SharedObject => ElfKind::Shared,
+        FileKind::Core => ElfKind::Other(4),
+        FileKind::Other(t) => ElfKind::Other(t),
     };
-    let our_endian = if file.is_little_endian() {
+    let our_endian = if bin.is_little_endian() {
         Endian::Little
     } else {
         Endian::Big
     };
-    let address_size: u8 = if file.is_64() { 8 } else { 4 };
-    let is_mips64el = header.is_mips64el(endian);
-    let symbols = file.elf_symbol_table();
+    let address_size: u8 = if bin.is_64() { 8 } else { 4 };
+    let symbols = bin.symtab()?;
 
     // STT_FUNC symbols by value, in symbol-table order (llvm-readobj's AddressToIndexMap).
-    let mut func_symbols: HashMap<u64, Vec<(usize, Option<SectionIndex>)>> = HashMap::new();
-    for (i, sym) in symbols.enumerate() {
-        if sym.st_type() == elf::STT_FUNC {
-            let value: u64 = sym.st_value(endian).into();
-            let sec = symbols.symbol_section(endian, sym, i).ok().flatten();
-            func_symbols.entry(value).or_default().push((i.0, sec));
+    let mut func_symbols: HashMap<u64, Vec<(usize, Option<usize>)>> = HashMap::new();
+    for sym in &symbols {
+        if sym.st_type == STT_FUNC {
+            func_symbols
+                .entry(sym.value)
+                .or_default()
+                .push((sym.index, sym.section_index));
         }
     }
     let symbol_name = |i: usize| -> Option<String> {
-        let sym = symbols.symbol(SymbolIndex(i)).ok()?;
-        let name = symbols.symbol_name(endian, sym).ok()?;
+        let name = symbols.get(i)?.name?;
         Some(String::from_utf8_lossy(name).into_owned())
     };
 
     let mut text_size = 0u64;
     let mut out = Vec::new();
-    for (index, sh) in sections.enumerate() {
-        let sh_type = sh.sh_type(endian).0;
-        let flags = sh.sh_flags(endian);
-        if flags.contains(elf::SHF_ALLOC) && flags.contains(elf::SHF_EXECINSTR) {
-            text_size += sh.sh_size(endian).into();
+    for sec in bin.sections() {
+        let index = sec.index;
+        let sh_type = sec.sh_type;
+        let flags = sec.flags;
+        if flags & SHF_ALLOC != 0 && flags & SHF_EXECINSTR != 0 {
+            text_size += sec.size;
         }
-        let name = sections
-            .section_name(endian, sh)
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_default();
+        let name = sec.name.to_string();
         let legacy = if sh_type == SHT_LLVM_BB_ADDR_MAP {
             if options.legacy {
                 LegacyMode::Versions0And1
@@ -258,37 +248,26 @@ fn read_elf_generic<'data, Elf: FileHeader<Endian = object::Endianness>>(
         } else {
             continue;
         };
-        let section_error = |message: String| ElfError::SectionData {
-            section: index.0,
-            name: name.clone(),
-            message,
-        };
-        let section = file
-            .section_by_index(index)
-            .map_err(|e| section_error(e.to_string()))?;
-        let content = section
-            .uncompressed_data()
-            .map_err(|e| section_error(e.to_string()))?;
+        let content = bin
+            .section_data(sec)
+            .map_err(|source| ElfError::SectionData {
+                section: index,
+                name: name.clone(),
+                source,
+            })?;
         let decode_options = DecodeOptions {
             endian: our_endian,
             address_size,
             legacy,
         };
-        let link = sh.sh_link(endian);
+        let link = sec.link;
         let decode_err = |error: DecodeError| ElfError::Decode {
-            section: index.0,
+            section: index,
             name: name.clone(),
             error,
         };
         let (functions, range_sections) = if kind == ElfKind::Relocatable {
-            let resolver = relocations_for(
-                data,
-                &file,
-                index,
-                &name,
-                is_mips64el,
-                symbols_section_of(&file),
-            )?;
+            let resolver = relocations_for(bin, index, &name)?;
             let functions =
                 decode_section(&content, decode_options, &resolver).map_err(decode_err)?;
             let seen = resolver.sections_seen.into_inner();
@@ -309,20 +288,18 @@ fn read_elf_generic<'data, Elf: FileHeader<Endian = object::Endianness>>(
                 let candidates = func_symbols.get(&f.function_address())?;
                 candidates
                     .iter()
-                    .find(|(_, sec)| {
-                        kind != ElfKind::Relocatable || *sec == Some(SectionIndex(link as usize))
-                    })
+                    .find(|(_, sec)| kind != ElfKind::Relocatable || *sec == Some(link as usize))
                     .and_then(|&(i, _)| symbol_name(i))
             })
             .collect();
         out.push(MapSection {
-            index: index.0,
+            index,
             name,
             sh_type,
             link,
-            file_size: sh.sh_size(endian).into(),
+            file_size: sec.size,
             data_size: content.len() as u64,
-            compressed: flags.contains(elf::SHF_COMPRESSED),
+            compressed: flags & SHF_COMPRESSED != 0,
             functions,
             names,
             range_sections,
@@ -332,17 +309,11 @@ fn read_elf_generic<'data, Elf: FileHeader<Endian = object::Endianness>>(
         kind,
         endian: our_endian,
         address_size,
-        machine: header.e_machine(endian).0,
+        machine: bin.machine().e_machine(),
         sections: out,
         text_size,
         symbol_count: symbols.len() as u64,
     })
-}
-
-fn symbols_section_of<'data, Elf: FileHeader<Endian = object::Endianness>>(
-    file: &ElfFile<'data, Elf, &'data [u8]>,
-) -> SectionIndex {
-    file.elf_symbol_table().section()
 }
 
 /// llvm-readobj 22 keeps a relocated address in an `unsigned` (32 bits): an addend above 4 GiB
@@ -352,83 +323,30 @@ fn readobj_addend(addend: i64) -> u64 {
 }
 
 /// Collect the relocations that apply to map section `target`.
-fn relocations_for<'data, Elf: FileHeader<Endian = object::Endianness>>(
-    data: &'data [u8],
-    file: &ElfFile<'data, Elf, &'data [u8]>,
-    target: SectionIndex,
-    name: &str,
-    is_mips64el: bool,
-    _symtab: SectionIndex,
-) -> Result<Relocated, ElfError> {
-    let endian = file.endian();
-    let sections = file.elf_section_table();
-    let symbols = file.elf_symbol_table();
-    let reloc_error = |message: String| ElfError::Relocations {
-        section: target.0,
-        name: name.to_string(),
-        message,
-    };
-    let mut found = false;
-    let mut fields = HashMap::new();
-    let symbol_section = |sym: u32| -> Option<u32> {
-        let idx = SymbolIndex(sym as usize);
-        let s = symbols.symbol(idx).ok()?;
-        symbols
-            .symbol_section(endian, s, idx)
-            .ok()
-            .flatten()
-            .map(|i| i.0 as u32)
-    };
-    for sh in sections.iter() {
-        let t = sh.sh_type(endian);
-        if t != elf::SHT_RELA && t != elf::SHT_REL && t != elf::SHT_CREL {
-            continue;
-        }
-        if sh.sh_info(endian) as usize != target.0 {
-            continue;
-        }
-        found = true;
-        if let Some((rels, _)) = sh
-            .rel(endian, data)
-            .map_err(|e| reloc_error(e.to_string()))?
-        {
-            for r in rels {
-                let offset: u64 = r.r_offset(endian).into();
-                fields.insert(offset, (None, symbol_section(r.r_sym(endian))));
-            }
-        } else if let Some((relas, _)) = sh
-            .rela(endian, data)
-            .map_err(|e| reloc_error(e.to_string()))?
-        {
-            for r in relas {
-                let c = Crel::from_rela(r, endian, is_mips64el);
-                fields.insert(
-                    c.r_offset,
-                    (Some(readobj_addend(c.r_addend)), symbol_section(c.r_sym)),
-                );
-            }
-        } else if let Some((crels, _)) = sh
-            .crel(endian, data)
-            .map_err(|e| reloc_error(e.to_string()))?
-        {
-            let is_rela = crels.is_rela();
-            for c in crels {
-                let c = c.map_err(|e| reloc_error(e.to_string()))?;
-                let addend = if is_rela {
-                    Some(readobj_addend(c.r_addend))
-                } else {
-                    None
-                };
-                fields.insert(c.r_offset, (addend, symbol_section(c.r_sym)));
-            }
-        }
-    }
-    if !found {
-        return Err(ElfError::NoRelocations {
-            section: target.0,
+fn relocations_for(bin: &Binary<'_>, target: usize, name: &str) -> Result<Relocated, ElfError> {
+    let relocations = bin
+        .relocations_for(target)
+        .map_err(|source| ElfError::Relocations {
+            section: target,
             name: name.to_string(),
-        });
-    }
+            source,
+        })?
+        .ok_or_else(|| ElfError::NoRelocations {
+            section: target,
+            name: name.to_string(),
+        })?;
+    let fields = relocations
+        .iter()
+        .map(|r| {
+            (
+                r.offset,
+                (
+                    r.addend.map(readobj_addend),
+                    r.symbol_section.map(|s| s as u32),
+                ),
+            )
+        })
+        .collect();
     Ok(Relocated {
         fields,
         sections_seen: RefCell::new(Vec::new()),

@@ -2,8 +2,8 @@
 //! can build maps byte for byte as LLVM writes them) and the unversioned `.bb_info` layouts.
 
 use crate::decode::Endian;
-use crate::leb128::write_uleb128;
 use crate::model::{BlockMetadata, Features, FunctionMap, Layout};
+use pcmap_bytes::leb128::write_uleb128;
 
 /// Byte order and address size of the target file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -46,11 +46,12 @@ pub mod decode;
 pub mod elf;
 pub mod encode;
 pub mod index;
-pub mod leb128;
 pub mod model;
 pub mod profile;
 #[cfg(feature = "elf")]
 pub mod readobj;
+#[cfg(feature = "elf")]
+pub mod report;
 
 pub use decode::{
     AddressResolver, BbAddrMapReader, BlockRecord, DecodeError, DecodeErrorKind, DecodeOptions,

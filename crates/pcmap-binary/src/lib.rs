@@ -31,19 +31,25 @@
 
 mod elf;
 mod error;
+mod header;
 mod mapped;
+mod names;
 mod section;
 mod symbols;
+mod symtab;
 pub mod x86;
 
 pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, Segment};
 pub use error::{Error, Result};
+pub use header::SectionHeaderTable;
 pub use mapped::MappedFile;
+pub use names::{section_flag_letters, section_type_name};
 pub use section::{
     CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHT_LLVM_BB_ADDR_MAP, SHT_NOBITS,
     SHT_NOTE, Section,
 };
 pub use symbols::{Function, FunctionSymbol, FunctionTable};
+pub use symtab::{Relocation, STT_FUNC, SymbolEntry};
 pub use x86::{BranchKind, Instruction, InstructionIter, StandalonePrefix};
 
 /// Exercise every parser of this crate on untrusted bytes (the fuzz target's body): parse,

@@ -41,6 +41,35 @@ impl MappedFile {
         self.map.as_deref().unwrap_or(&[])
     }
 
+    /// Tell the kernel the map will be read front to back (`MADV_SEQUENTIAL`: read ahead
+    /// aggressively, drop pages behind). Only a hint; failures are ignored.
+    pub fn advise_sequential(&self) {
+        if let Some(map) = &self.map {
+            let _ = map.advise(memmap2::Advice::Sequential);
+        }
+    }
+
+    /// Drop the pages of `range` (byte offsets in the file) from this process's resident set
+    /// (`MADV_DONTNEED`) once they have been read; touching them again re-reads the file. Lets
+    /// a streaming reader of a huge file keep its memory small. Only a hint; failures and
+    /// out-of-range requests are ignored.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        let Some(map) = &self.map else { return };
+        if range.start >= range.end || range.end > map.len() {
+            return;
+        }
+        // SAFETY: the map is a read-only shared file mapping, never written through: DONTNEED only
+        // drops clean page-cache pages from this process, and reading them again yields the file's
+        // bytes, so no reference into the map observes a change.
+        let _ = unsafe {
+            map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                range.start,
+                range.end - range.start,
+            )
+        };
+    }
+
     /// The path the file was opened with.
     pub fn path(&self) -> &Path {
         &self.path

@@ -1,14 +1,11 @@
 //! Add non-allocated sections to an ELF file without moving anything: section data, a grown copy
 //! of `.shstrtab` and a new section header table are appended at the end of the file, and the
 //! file header is pointed at the new table. This is what `objcopy --add-section` does for
-//! non-alloc sections. Hand-written on `object`'s raw structs because `object::build::elf`
-//! refuses binaries with section types it does not know (e.g. `SHT_LLVM_BB_ADDR_MAP`).
+//! non-alloc sections. The file is read through [`pcmap_binary::Binary`] (the workspace's one ELF
+//! model); the new headers are written by hand because `object::build::elf` refuses binaries
+//! with section types it does not know (e.g. `SHT_LLVM_BB_ADDR_MAP`).
 
-use object::Endianness;
-use object::elf::{self, FileHeader64, SectionHeader64};
-use object::endian::{U32, U64};
-use object::pod;
-use object::read::elf::{FileHeader, SectionHeader};
+use pcmap_binary::Binary;
 
 use crate::error::{Error, Result};
 
@@ -23,9 +20,12 @@ pub struct NewSection<'a> {
     pub align: u64,
 }
 
-fn elf_err(e: object::read::Error) -> Error {
-    Error::invalid("ELF file", 0, e.to_string())
-}
+/// `SHT_PROGBITS`.
+const SHT_PROGBITS: u32 = 1;
+/// `SHN_LORESERVE`: from this many sections on, ELF uses extended numbering.
+const SHN_LORESERVE: usize = 0xff00;
+/// Size of an `Elf64_Shdr`.
+const SHDR64_SIZE: usize = 64;
 
 fn align_to(out: &mut Vec<u8>, align: u64) {
     let a = align.max(1) as usize;
@@ -33,44 +33,79 @@ fn align_to(out: &mut Vec<u8>, align: u64) {
     out.resize(out.len() + pad, 0);
 }
 
+/// Writes fields in the file's byte order.
+#[derive(Clone, Copy)]
+struct Put {
+    little: bool,
+}
+
+impl Put {
+    fn bytes<const N: usize>(self, le: [u8; N], be: [u8; N]) -> [u8; N] {
+        if self.little { le } else { be }
+    }
+    fn u16_at(self, out: &mut [u8], at: usize, v: u16) {
+        out[at..at + 2].copy_from_slice(&self.bytes(v.to_le_bytes(), v.to_be_bytes()));
+    }
+    fn u64_at(self, out: &mut [u8], at: usize, v: u64) {
+        out[at..at + 8].copy_from_slice(&self.bytes(v.to_le_bytes(), v.to_be_bytes()));
+    }
+    fn u32(self, out: &mut Vec<u8>, v: u32) {
+        out.extend_from_slice(&self.bytes(v.to_le_bytes(), v.to_be_bytes()));
+    }
+    fn u64(self, out: &mut Vec<u8>, v: u64) {
+        out.extend_from_slice(&self.bytes(v.to_le_bytes(), v.to_be_bytes()));
+    }
+}
+
 /// Return a copy of the 64-bit ELF `input` with `sections` added as `SHT_PROGBITS` sections
 /// without `SHF_ALLOC`. Fails if a section of the same name already exists.
 pub fn append_sections(input: &[u8], sections: &[NewSection<'_>]) -> Result<Vec<u8>> {
-    if input.get(4) != Some(&2) {
-        return Err(Error::invalid(
-            "e_ident[EI_CLASS]",
-            4,
-            "only 64-bit ELF files are supported",
-        ));
+    if input.starts_with(b"\x7fELF") && input.get(4) != Some(&2) {
+        return Err(class_error());
     }
-    let header = FileHeader64::<Endianness>::parse(input).map_err(elf_err)?;
-    let endian = header.endian().map_err(elf_err)?;
-    let shdrs = header.section_headers(endian, input).map_err(elf_err)?;
-    if shdrs.is_empty() {
+    append_sections_to(&Binary::parse(input)?, sections)
+}
+
+fn class_error() -> Error {
+    Error::invalid(
+        "e_ident[EI_CLASS]",
+        4,
+        "only 64-bit ELF files are supported",
+    )
+}
+
+/// [`append_sections`] on an already parsed binary.
+pub fn append_sections_to(bin: &Binary<'_>, sections: &[NewSection<'_>]) -> Result<Vec<u8>> {
+    if !bin.is_64() {
+        return Err(class_error());
+    }
+    let input = bin.data();
+    let put = Put {
+        little: bin.is_little_endian(),
+    };
+    let table = bin.section_header_table();
+    if table.count == 0 || table.offset == 0 {
         return Err(Error::invalid(
             "e_shoff",
             0x28,
             "the file has no section header table",
         ));
     }
-    let shstrndx = header.shstrndx(endian, input).map_err(elf_err)? as usize;
-    let strtab_hdr = shdrs
+    let shstrndx = table.shstrndx;
+    let strtab = bin
+        .sections()
         .get(shstrndx)
         .ok_or_else(|| Error::invalid("e_shstrndx", 0x3e, format!("{shstrndx} is out of range")))?;
-    let old_names = strtab_hdr.data(endian, input).map_err(elf_err)?;
-    for sh in shdrs {
-        let off = sh.sh_name(endian) as usize;
-        let name = old_names
-            .get(off..)
-            .and_then(|r| r.split(|&b| b == 0).next())
-            .unwrap_or(&[]);
-        if let Some(dup) = sections.iter().find(|s| s.name.as_bytes() == name) {
-            return Err(Error::invalid(
-                "section name",
-                0,
-                format!("the file already has a section named {}", dup.name),
-            ));
-        }
+    let old_names = strtab.raw;
+    if let Some(dup) = sections
+        .iter()
+        .find(|s| bin.sections().iter().any(|old| old.name == s.name))
+    {
+        return Err(Error::invalid(
+            "section name",
+            0,
+            format!("the file already has a section named {}", dup.name),
+        ));
     }
 
     let mut out = input.to_vec();
@@ -105,56 +140,59 @@ pub fn append_sections(input: &[u8], sections: &[NewSection<'_>]) -> Result<Vec<
     }
     let names_off = out.len() as u64;
     out.extend_from_slice(&names);
-    // 3. The section header table.
+    // 3. The section header table: the old entries verbatim, then the new ones.
     align_to(&mut out, 8);
-    let table_off = out.len() as u64;
-    let mut new_hdrs: Vec<SectionHeader64<Endianness>> = shdrs.to_vec();
-    new_hdrs[shstrndx].sh_offset = U64::new(endian, names_off);
-    new_hdrs[shstrndx].sh_size = U64::new(endian, names.len() as u64);
+    let table_off = out.len();
+    let old_start = table.offset as usize;
+    let old_table = input
+        .get(old_start..old_start + table.count * SHDR64_SIZE)
+        .ok_or_else(|| {
+            Error::invalid(
+                "e_shoff",
+                0x28,
+                "the section header table extends past the end of the file",
+            )
+        })?;
+    out.extend_from_slice(old_table);
+    let strtab_entry = table_off + shstrndx * SHDR64_SIZE;
+    put.u64_at(&mut out, strtab_entry + 0x18, names_off); // sh_offset
+    put.u64_at(&mut out, strtab_entry + 0x20, names.len() as u64); // sh_size
     for ((s, &off), &name) in sections.iter().zip(&placed).zip(&name_offs) {
-        new_hdrs.push(SectionHeader64 {
-            sh_name: U32::new(endian, name),
-            sh_type: U32::new(endian, elf::SHT_PROGBITS),
-            sh_flags: Default::default(),
-            sh_addr: U64::new(endian, 0),
-            sh_offset: U64::new(endian, off),
-            sh_size: U64::new(endian, s.data.len() as u64),
-            sh_link: U32::new(endian, 0),
-            sh_info: U32::new(endian, 0),
-            sh_addralign: U64::new(endian, s.align.max(1)),
-            sh_entsize: U64::new(endian, 0),
-        });
+        put.u32(&mut out, name); // sh_name
+        put.u32(&mut out, SHT_PROGBITS); // sh_type
+        put.u64(&mut out, 0); // sh_flags
+        put.u64(&mut out, 0); // sh_addr
+        put.u64(&mut out, off); // sh_offset
+        put.u64(&mut out, s.data.len() as u64); // sh_size
+        put.u32(&mut out, 0); // sh_link
+        put.u32(&mut out, 0); // sh_info
+        put.u64(&mut out, s.align.max(1)); // sh_addralign
+        put.u64(&mut out, 0); // sh_entsize
     }
-    let count = new_hdrs.len();
-    if count >= usize::from(elf::SHN_LORESERVE) {
+    let count = table.count + sections.len();
+    if count >= SHN_LORESERVE {
         // Extended numbering: e_shnum = 0, real count in section 0's sh_size.
-        new_hdrs[0].sh_size = U64::new(endian, count as u64);
+        put.u64_at(&mut out, table_off + 0x20, count as u64);
     }
-    out.extend_from_slice(pod::bytes_of_slice(&new_hdrs));
     // 4. The file header.
-    let mut new_header = *header;
-    new_header.e_shoff = U64::new(endian, table_off);
-    new_header.e_shnum = object::endian::U16::new(
-        endian,
-        if count >= usize::from(elf::SHN_LORESERVE) {
-            0
-        } else {
-            count as u16
-        },
-    );
-    let hb = pod::bytes_of(&new_header);
-    out[..hb.len()].copy_from_slice(hb);
+    put.u64_at(&mut out, 0x28, table_off as u64); // e_shoff
+    let shnum = if count >= SHN_LORESERVE {
+        0
+    } else {
+        count as u16
+    };
+    put.u16_at(&mut out, 0x3c, shnum); // e_shnum
     Ok(out)
 }
 
 /// The contents of the section called `name` of an ELF file (64- or 32-bit), if present.
 pub fn section_data<'a>(input: &'a [u8], name: &str) -> Result<Option<&'a [u8]>> {
-    use object::{Object, ObjectSection};
-    let file = object::File::parse(input).map_err(elf_err)?;
-    match file.section_by_name(name) {
-        Some(s) => Ok(Some(s.data().map_err(elf_err)?)),
-        None => Ok(None),
-    }
+    Ok(section_data_of(&Binary::parse(input)?, name))
+}
+
+/// The stored contents of the section called `name` of an already parsed binary, if present.
+pub fn section_data_of<'a>(bin: &Binary<'a>, name: &str) -> Option<&'a [u8]> {
+    bin.section_by_name(name).map(|s| s.raw)
 }
 
 /// Whether `input` starts with the ELF magic.

@@ -4,7 +4,7 @@
 ///
 /// Every variant that comes from input bytes carries the byte offset in the blob (or file) and
 /// the field that was being read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The input ends before a field could be read.
     #[error(
@@ -30,6 +30,10 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
+    /// The ELF file could not be parsed.
+    #[cfg(feature = "elf")]
+    #[error(transparent)]
+    Elf(#[from] pcmap_binary::Error),
     /// A value cannot be represented by the output format (writers only).
     #[error("cannot encode {field}: {message}")]
     Unrepresentable {
@@ -53,124 +57,108 @@ impl Error {
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A bounds-checked little/big-endian cursor over untrusted bytes.
+/// The workspace's byte cursor ([`pcmap_bytes::Cursor`]) with this crate's field names and errors.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Cursor<'data> {
-    pub data: &'data [u8],
-    pub pos: usize,
-    /// Offset of `data[0]` in the whole input, for error messages.
-    pub base: usize,
-    pub big_endian: bool,
+    inner: pcmap_bytes::Cursor<'data>,
 }
 
 impl<'data> Cursor<'data> {
     pub fn new(data: &'data [u8], base: usize, big_endian: bool) -> Self {
+        let endian = if big_endian {
+            pcmap_bytes::Endian::Big
+        } else {
+            pcmap_bytes::Endian::Little
+        };
         Cursor {
-            data,
-            pos: 0,
-            base,
-            big_endian,
+            inner: pcmap_bytes::Cursor::new(data, base).with_endian(endian),
         }
+    }
+
+    /// Switch the byte order of multi-byte fields (after reading a magic number).
+    pub fn set_big_endian(&mut self, big_endian: bool) {
+        let endian = if big_endian {
+            pcmap_bytes::Endian::Big
+        } else {
+            pcmap_bytes::Endian::Little
+        };
+        self.inner = self.inner.with_endian(endian);
+    }
+
+    /// Move to position `pos` of the slice.
+    pub fn set_pos(&mut self, pos: usize) {
+        self.inner.set_pos(pos);
     }
 
     pub fn offset(&self) -> usize {
-        self.base.saturating_add(self.pos)
+        self.inner.offset()
     }
 
     pub fn remaining(&self) -> usize {
-        self.data.len().saturating_sub(self.pos)
+        self.inner.remaining()
+    }
+
+    #[cold]
+    fn error_leb(&self, field: &'static str, e: pcmap_bytes::Error, signed: bool) -> Error {
+        match e.kind {
+            pcmap_bytes::ErrorKind::UnexpectedEnd { needed, available } => Error::Truncated {
+                field,
+                offset: e.offset,
+                needed,
+                available,
+            },
+            // The input ended inside the number: the missing byte is the one past the end.
+            pcmap_bytes::ErrorKind::LebPastEnd => Error::Truncated {
+                field,
+                offset: self.inner.base().saturating_add(self.inner.data().len()),
+                needed: 1,
+                available: 0,
+            },
+            pcmap_bytes::ErrorKind::LebOverflow { .. } => Error::invalid(
+                field,
+                e.offset,
+                if signed {
+                    "SLEB128 value does not fit in 64 bits"
+                } else {
+                    "ULEB128 value does not fit in 64 bits"
+                },
+            ),
+        }
+    }
+
+    #[cold]
+    fn error(&self, field: &'static str, e: pcmap_bytes::Error) -> Error {
+        self.error_leb(field, e, false)
     }
 
     pub fn bytes(&mut self, n: usize, field: &'static str) -> Result<&'data [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.data.len())
-            .ok_or(Error::Truncated {
-                field,
-                offset: self.offset(),
-                needed: n,
-                available: self.remaining(),
-            })?;
-        let out = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(out)
+        self.inner.bytes(n).map_err(|e| self.error(field, e))
     }
 
     pub fn u8(&mut self, field: &'static str) -> Result<u8> {
-        Ok(self.bytes(1, field)?[0])
+        self.inner.read_u8().map_err(|e| self.error(field, e))
     }
 
     pub fn u16(&mut self, field: &'static str) -> Result<u16> {
-        let b: [u8; 2] = self.bytes(2, field)?.try_into().expect("2 bytes");
-        Ok(if self.big_endian {
-            u16::from_be_bytes(b)
-        } else {
-            u16::from_le_bytes(b)
-        })
+        self.inner.read_u16().map_err(|e| self.error(field, e))
     }
 
     pub fn u32(&mut self, field: &'static str) -> Result<u32> {
-        let b: [u8; 4] = self.bytes(4, field)?.try_into().expect("4 bytes");
-        Ok(if self.big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        })
+        self.inner.read_u32().map_err(|e| self.error(field, e))
     }
 
     pub fn u64(&mut self, field: &'static str) -> Result<u64> {
-        let b: [u8; 8] = self.bytes(8, field)?.try_into().expect("8 bytes");
-        Ok(if self.big_endian {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_le_bytes(b)
-        })
+        self.inner.read_u64().map_err(|e| self.error(field, e))
     }
 
     pub fn uleb(&mut self, field: &'static str) -> Result<u64> {
-        let start = self.offset();
-        let mut value: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let byte = self.u8(field)?;
-            if shift >= 64 || (shift == 63 && byte & 0x7e != 0) {
-                return Err(Error::invalid(
-                    field,
-                    start,
-                    "ULEB128 value does not fit in 64 bits",
-                ));
-            }
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-            shift += 7;
-        }
+        self.inner.read_uleb128().map_err(|e| self.error(field, e))
     }
 
     pub fn sleb(&mut self, field: &'static str) -> Result<i64> {
-        let start = self.offset();
-        let mut value: i64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let byte = self.u8(field)?;
-            if shift >= 64 {
-                return Err(Error::invalid(
-                    field,
-                    start,
-                    "SLEB128 value does not fit in 64 bits",
-                ));
-            }
-            value |= i64::from(byte & 0x7f) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                if shift < 64 && byte & 0x40 != 0 {
-                    value |= -1i64 << shift;
-                }
-                return Ok(value);
-            }
-        }
+        self.inner
+            .read_sleb128()
+            .map_err(|e| self.error_leb(field, e, true))
     }
 
     /// A ULEB128 count of items that each take at least `min_item_bytes`, bounded by the input left.
@@ -192,32 +180,6 @@ impl<'data> Cursor<'data> {
     }
 }
 
-/// ULEB128 / SLEB128 writers (hand-written: three lines each, no dependency needed for writing).
-pub(crate) fn put_uleb(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-pub(crate) fn put_sleb(out: &mut Vec<u8>, mut v: i64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
-        if done {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,8 +189,8 @@ mod tests {
         #[test]
         fn leb128_round_trips(u in any::<u64>(), s in any::<i64>()) {
             let mut buf = Vec::new();
-            put_uleb(&mut buf, u);
-            put_sleb(&mut buf, s);
+            pcmap_bytes::leb128::write_uleb128(&mut buf, u);
+            pcmap_bytes::leb128::write_sleb128(&mut buf, s);
             let mut c = Cursor::new(&buf, 0, false);
             prop_assert_eq!(c.uleb("u").unwrap(), u);
             prop_assert_eq!(c.sleb("s").unwrap(), s);

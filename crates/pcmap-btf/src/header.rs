@@ -48,7 +48,7 @@ impl Header {
                 ));
             }
         };
-        c.big_endian = big_endian;
+        c.set_big_endian(big_endian);
         let version = c.u8("btf_header.version")?;
         if version != 1 {
             return Err(Error::invalid(

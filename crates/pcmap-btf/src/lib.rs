@@ -4,9 +4,12 @@
 //! `.BTF.inline`, `btf-2025`, `btf-2026`, and pcmap's compact encoding), a bpftool-style raw
 //! printer, and an ELF appender that adds a non-allocated section without moving anything.
 //!
-//! This crate depends on no other pcmap crate: the encoders take the neutral [`model::SiteSet`].
+//! The encoders take the neutral [`model::SiteSet`]; the crate depends only on `pcmap-bytes`
+//! (byte primitives), plus `pcmap-binary` for the ELF appender (default feature `elf`).
 #![deny(missing_docs)]
 
+pub mod dump;
+#[cfg(feature = "elf")]
 pub mod elf_append;
 pub mod encoding;
 pub mod error;

@@ -234,7 +234,7 @@ impl<'a> Btf<'a> {
         layout: Option<&Layout>,
     ) -> Result<(usize, usize, usize)> {
         let mut c = Cursor::new(self.types, self.types_at, self.header.big_endian);
-        c.pos = pos;
+        c.set_pos(pos);
         c.bytes(4, "btf_type.name_off")?;
         let info = c.u32("btf_type.info")?;
         c.bytes(4, "btf_type.size_or_type")?;
@@ -331,7 +331,7 @@ impl<'a> Btf<'a> {
             )
         })? as usize;
         let mut c = Cursor::new(self.types, self.types_at, self.header.big_endian);
-        c.pos = pos;
+        c.set_pos(pos);
         let name_off = c.u32("btf_type.name_off")?;
         let info = c.u32("btf_type.info")?;
         let size_or_type = c.u32("btf_type.size_or_type")?;

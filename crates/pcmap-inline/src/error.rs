@@ -6,14 +6,14 @@
 pub enum Error {
     /// The ELF container could not be parsed.
     #[error("cannot parse ELF file: {0}")]
-    Elf(#[from] object::Error),
+    Elf(#[from] pcmap_binary::Error),
     /// A section could not be read or decompressed.
     #[error("cannot read section {section}: {source}")]
     Section {
         /// Section name.
         section: String,
         /// Underlying error.
-        source: object::Error,
+        source: pcmap_binary::Error,
     },
     /// The file has no `.debug_info`.
     #[error("no DWARF debug information (.debug_info is missing or empty)")]
@@ -50,3 +50,6 @@ impl Error {
         }
     }
 }
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

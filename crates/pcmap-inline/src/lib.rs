@@ -40,15 +40,18 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "btf")]
+pub mod btf;
 pub mod census;
 mod cfa;
 mod error;
 mod extract;
 pub mod location;
+pub mod report;
 mod sections;
 pub mod symbolize;
 
-pub use error::Error;
+pub use error::{Error, Result};
 pub use extract::extract_sites;
 pub use location::{Location, LocationPiece, RegOffset};
 pub use sections::DebugData;

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use pcmap_binary::Binary;
 
 use crate::Error;
 
@@ -47,30 +47,33 @@ impl std::fmt::Debug for DebugData<'_> {
     }
 }
 
-fn section_data<'data>(
-    sec: &object::Section<'data, '_>,
-    name: &str,
-) -> Result<Cow<'data, [u8]>, Error> {
-    sec.uncompressed_data().map_err(|source| Error::Section {
-        section: name.to_string(),
-        source,
-    })
-}
-
 impl<'data> DebugData<'data> {
-    /// Parse an ELF image and collect its DWARF sections, `.eh_frame`, `.debug_frame` and function symbols.
+    /// Parse an ELF image and collect its DWARF sections, `.eh_frame`, `.debug_frame` and
+    /// function symbols. Prefer [`DebugData::from_binary`] when the caller already parsed the
+    /// file.
     pub fn load(data: &'data [u8]) -> Result<Self, Error> {
-        let file = object::File::parse(data)?;
-        let endian = if file.is_little_endian() {
+        Self::from_binary(&Binary::parse(data)?)
+    }
+
+    /// Collect the DWARF sections (decompressed where needed), `.eh_frame`, `.debug_frame` and
+    /// the function symbols of an already parsed binary.
+    pub fn from_binary(bin: &Binary<'data>) -> Result<Self, Error> {
+        let endian = if bin.is_little_endian() {
             gimli::RunTimeEndian::Little
         } else {
             gimli::RunTimeEndian::Big
         };
+        let section_data = |sec: &pcmap_binary::Section<'data>| {
+            bin.section_data(sec).map_err(|source| Error::Section {
+                section: sec.name.to_string(),
+                source,
+            })
+        };
         let mut sections = Vec::new();
         let mut debug_info_size = 0;
         for id in ALL_SECTIONS {
-            if let Some(sec) = file.section_by_name(id.name()) {
-                let bytes = section_data(&sec, id.name())?;
+            if let Some(sec) = bin.section_by_name(id.name()) {
+                let bytes = section_data(sec)?;
                 if *id == gimli::SectionId::DebugInfo {
                     debug_info_size = bytes.len() as u64;
                 }
@@ -80,27 +83,31 @@ impl<'data> DebugData<'data> {
         if debug_info_size == 0 {
             return Err(Error::NoDebugInfo);
         }
-        let eh_frame = match file.section_by_name(".eh_frame") {
-            Some(sec) => Some((sec.address(), section_data(&sec, ".eh_frame")?)),
+        let eh_frame = match bin.section_by_name(".eh_frame") {
+            Some(sec) => Some((sec.address, section_data(sec)?)),
             None => None,
         };
-        let debug_frame = match file.section_by_name(".debug_frame") {
-            Some(sec) => Some(section_data(&sec, ".debug_frame")?),
+        let debug_frame = match bin.section_by_name(".debug_frame") {
+            Some(sec) => Some(section_data(sec)?),
             None => None,
         };
-        let text_addr = file.section_by_name(".text").map_or(0, |s| s.address());
-        let mut symbols: Vec<ElfSymbol<'data>> = file
-            .symbols()
-            .filter(|s| s.kind() == SymbolKind::Text && s.is_definition())
-            .filter_map(|s| {
-                Some(ElfSymbol {
-                    address: s.address(),
-                    size: s.size(),
-                    name: s.name().ok()?,
+        let text_addr = bin.section_by_name(".text").map_or(0, |s| s.address);
+        // Defined `STT_FUNC` symbols of `.symtab` (not `.dynsym`, not `STT_GNU_IFUNC`, not
+        // absolute), as the DWARF tools name functions.
+        let mut symbols: Vec<ElfSymbol<'data>> = if bin.symbols_from_dynsym() {
+            Vec::new()
+        } else {
+            bin.function_table()
+                .symbols()
+                .iter()
+                .filter(|s| !s.is_ifunc && s.section_index.is_some() && !s.name.is_empty())
+                .map(|s| ElfSymbol {
+                    address: s.address,
+                    size: s.size,
+                    name: s.name,
                 })
-            })
-            .filter(|s| !s.name.is_empty())
-            .collect();
+                .collect()
+        };
         symbols.sort_by(|a, b| a.address.cmp(&b.address).then(a.name.cmp(b.name)));
         Ok(DebugData {
             endian,
@@ -110,12 +117,11 @@ impl<'data> DebugData<'data> {
             text_addr,
             symbols,
             debug_info_size,
-            segments: file
+            segments: bin
                 .segments()
-                .map(|s| {
-                    let (off, size) = s.file_range();
-                    (s.address(), off, size)
-                })
+                .iter()
+                .filter(|s| s.p_type == pcmap_binary::PT_LOAD)
+                .map(|s| (s.vaddr, s.offset, s.file_size))
                 .collect(),
         })
     }

@@ -73,3 +73,6 @@ impl TraceError {
         }
     }
 }
+
+/// Result alias of this crate.
+pub type Result<T, E = TraceError> = std::result::Result<T, E>;

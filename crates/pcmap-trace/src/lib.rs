@@ -14,18 +14,26 @@
 //! * [`export`]: Chrome/Perfetto JSON (object format with named tracks), lldb's JSON array, folded
 //!   stacks and flame-graph SVGs.
 //!
-//! The crate depends on nothing else of pcmap's: symbols come in through the small
-//! [`symbols::CodeInfo`] trait or the sorted [`symbols::SymbolTable`].
+//! * `summary`: the report of `pcmap trace summarize` (super blocks, loops, functions per
+//!   thread, text or JSON); `recording`: a tracer's log turned into trace records.
+//!
+//! Besides `pcmap-bytes` (LEB128) the crate depends on nothing else of pcmap's: symbols come in
+//! through the small [`symbols::CodeInfo`] trait or the sorted [`symbols::SymbolTable`]; the
+//! `binary` feature adds `binary_code::BinaryCode`, a `CodeInfo` read from a `pcmap_binary::Binary`.
 #![deny(missing_docs)]
 
+#[cfg(feature = "binary")]
+pub mod binary_code;
 pub mod error;
 pub mod export;
 pub mod format;
 pub mod htr;
 pub mod record;
+pub mod recording;
+pub mod summary;
 pub mod symbols;
 pub mod synthetic;
 pub mod trace;
 
-pub use error::TraceError;
+pub use error::{Result, TraceError, TraceError as Error};
 pub use record::{GapReason, Record};

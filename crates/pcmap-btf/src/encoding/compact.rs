@@ -16,9 +16,10 @@
 use rustc_hash::FxHashMap;
 
 use crate::encoding::{Dedup, Encoded, Format, Prepared, func_name};
-use crate::error::{Cursor, Error, Result, put_sleb, put_uleb};
+use crate::error::{Cursor, Error, Result};
 use crate::model::{DecodedSite, Loc, ParamLoc, SiteSet};
 use crate::reader::Btf;
+use pcmap_bytes::leb128::{write_sleb128 as put_sleb, write_uleb128 as put_uleb};
 
 /// Magic bytes.
 pub const MAGIC: &[u8; 4] = b"PCIL";

@@ -291,33 +291,15 @@ impl Decoder<'_, '_> {
     /// Read an LEB128 value of at most 64 bits.
     #[inline]
     fn leb(&mut self, field: &'static str) -> Result<u64, TraceError> {
-        let mut result: u64 = 0;
-        let mut shift = 0u32;
         let start = self.pos;
-        loop {
-            let Some(&b) = self.data.get(self.pos).filter(|_| self.pos < self.end) else {
-                return Err(TraceError::binary(
-                    self.file,
-                    start as u64,
-                    field,
-                    "truncated LEB128",
-                ));
+        let data = &self.data[..self.end.min(self.data.len())];
+        pcmap_bytes::leb128::read_uleb128(data, &mut self.pos).map_err(|e| {
+            let message = match e {
+                pcmap_bytes::ErrorKind::LebOverflow { .. } => "LEB128 overflows 64 bits",
+                _ => "truncated LEB128",
             };
-            self.pos += 1;
-            if shift == 63 && b > 1 {
-                return Err(TraceError::binary(
-                    self.file,
-                    start as u64,
-                    field,
-                    "LEB128 overflows 64 bits",
-                ));
-            }
-            result |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(result);
-            }
-            shift += 7;
-        }
+            TraceError::binary(self.file, start as u64, field, message)
+        })
     }
 
     /// Read the record key: an LEB128 of up to 66 bits, returned as (tag, v).
@@ -332,40 +314,19 @@ impl Decoder<'_, '_> {
             return Ok(((b & 3) as u64, (b >> 2) as u64));
         }
         let start = self.pos;
-        let mut result: u128 = 0;
-        let mut shift = 0u32;
-        loop {
-            let Some(&b) = self.data.get(self.pos).filter(|_| self.pos < self.end) else {
-                return Err(TraceError::binary(
-                    self.file,
-                    start as u64,
-                    "record key",
-                    "truncated LEB128",
-                ));
-            };
-            self.pos += 1;
-            if shift >= 70 {
-                return Err(TraceError::binary(
-                    self.file,
-                    start as u64,
-                    "record key",
-                    "key longer than 10 bytes",
-                ));
+        let data = &self.data[..self.end.min(self.data.len())];
+        let err = |message| TraceError::binary(self.file, start as u64, "record key", message);
+        let result = match pcmap_bytes::leb128::read_uleb128_u128(data, &mut self.pos) {
+            Ok(_) if self.pos - start > 10 => return Err(err("key longer than 10 bytes")),
+            Ok(v) => v,
+            Err(pcmap_bytes::ErrorKind::LebOverflow { .. }) => {
+                return Err(err("key longer than 10 bytes"));
             }
-            result |= ((b & 0x7f) as u128) << shift;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
+            Err(_) => return Err(err("truncated LEB128")),
+        };
         let v = result >> 2;
         if v > u64::MAX as u128 {
-            return Err(TraceError::binary(
-                self.file,
-                start as u64,
-                "record key",
-                "key value exceeds 66 bits",
-            ));
+            return Err(err("key value exceeds 66 bits"));
         }
         Ok(((result & 3) as u64, v as u64))
     }
@@ -462,17 +423,7 @@ fn unzigzag(v: u64) -> u64 {
     (v >> 1) ^ (v & 1).wrapping_neg()
 }
 
-fn put_leb(buf: &mut Vec<u8>, mut v: u128) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            buf.push(b);
-            return;
-        }
-        buf.push(b | 0x80);
-    }
-}
+use pcmap_bytes::leb128::write_uleb128_u128 as put_leb;
 
 /// Writes a PCMTRACE file. The header's instruction count and index offset are patched in by
 /// [`finish`](Self::finish), which is why the output must be seekable.

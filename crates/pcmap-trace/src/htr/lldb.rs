@@ -74,6 +74,34 @@ pub struct InstructionLayer {
 }
 
 impl InstructionLayer {
+    /// The instruction layer of one thread, with every call instruction's callee named (through
+    /// `code`) after the unit that follows it, as lldb's exporter records them.
+    pub fn from_thread(t: &crate::trace::ThreadTrace, code: &dyn crate::symbols::CodeInfo) -> Self {
+        let mut layer = InstructionLayer::default();
+        for (i, &id) in t.ids.iter().enumerate() {
+            let u = &t.units[id as usize];
+            layer.addrs.push(u.addr());
+            layer.insns.push(u.insns().max(1));
+            if u.is_gap() {
+                continue;
+            }
+            if code
+                .instruction(u.addr())
+                .is_some_and(|k| k.kind == crate::symbols::InsnKind::Call)
+            {
+                let next = t.ids.get(i + 1).map(|&n| &t.units[n as usize]);
+                let callee = match next {
+                    Some(n) if !n.is_gap() => {
+                        code.function_at(n.addr()).map(|f| f.name.to_string())
+                    }
+                    _ => None,
+                };
+                layer.add_call(u.addr(), callee);
+            }
+        }
+        layer
+    }
+
     /// Record a call instruction's callee the way lldb does (first name wins).
     pub fn add_call(&mut self, site: u64, callee: Option<String>) {
         self.call_names.entry(site).or_insert(callee);

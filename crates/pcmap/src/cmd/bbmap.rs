@@ -9,6 +9,7 @@ use pcmap_bbmap::elf::{ElfBbAddrMaps, ElfKind, ReadOptions, read_elf};
 use pcmap_bbmap::index::BlockIndex;
 use pcmap_bbmap::model::FunctionMap;
 use pcmap_bbmap::profile::{BlockProfile, Branch, EdgeKind, FallThrough, Sample};
+use pcmap_bbmap::report::SizeStats;
 use pcmap_binary::MappedFile;
 use serde_json::{Value, json};
 
@@ -104,15 +105,7 @@ fn load(path: &Path, legacy: bool) -> Result<(MappedFile, ElfBbAddrMaps)> {
 
 /// All functions of all map sections, with their names, in section order.
 fn flatten(maps: &ElfBbAddrMaps) -> (Vec<&FunctionMap>, Vec<String>) {
-    let mut fs = Vec::new();
-    let mut names = Vec::new();
-    for s in &maps.sections {
-        for (f, n) in s.functions.iter().zip(&s.names) {
-            fs.push(f);
-            names.push(n.clone().unwrap_or_else(|| "<?>".to_string()));
-        }
-    }
-    (fs, names)
+    maps.functions_with_names()
 }
 
 fn dump(path: &Path, json: bool, legacy: bool) -> Result<()> {
@@ -125,120 +118,7 @@ fn dump(path: &Path, json: bool, legacy: bool) -> Result<()> {
         w.flush()?;
         return Ok(());
     }
-    if maps.sections.is_empty() {
-        writeln!(w, "{}: no basic-block address map", path.display())?;
-    }
-    let rel = maps.kind == ElfKind::Relocatable;
-    for s in &maps.sections {
-        writeln!(
-            w,
-            "section [{}] {} ({} bytes{}), {} functions{}",
-            s.index,
-            s.name,
-            s.data_size,
-            if s.compressed { ", compressed" } else { "" },
-            s.functions.len(),
-            if rel {
-                format!(", addresses are offsets in section [{}]", s.link)
-            } else {
-                String::new()
-            }
-        )?;
-        for (f, name) in s.functions.iter().zip(&s.names) {
-            let layout = match f.layout {
-                pcmap_bbmap::Layout::Versioned(v) => format!("version {v}"),
-                pcmap_bbmap::Layout::Unversioned => "unversioned".to_string(),
-                pcmap_bbmap::Layout::BbInfoProposal => ".bb_info".to_string(),
-            };
-            writeln!(
-                w,
-                "function {} at {:#x} ({layout}, features {:#x})",
-                name.as_deref().unwrap_or("<?>"),
-                f.function_address(),
-                f.features.0
-            )?;
-            for (ri, r) in f.ranges.iter().enumerate() {
-                writeln!(
-                    w,
-                    "  range {ri} at {:#x}: {} blocks",
-                    r.base_address, r.num_blocks
-                )?;
-                for (bi, e) in r.entries.iter().enumerate() {
-                    let start = r.base_address.wrapping_add(u64::from(e.offset));
-                    let m = e.metadata;
-                    let mut flags = Vec::new();
-                    for (on, n) in [
-                        (m.has_return(), "HasReturn"),
-                        (m.has_tail_call(), "HasTailCall"),
-                        (m.is_eh_pad(), "IsEHPad"),
-                        (m.can_fall_through(), "CanFallThrough"),
-                        (m.has_indirect_branch(), "HasIndirectBranch"),
-                    ] {
-                        if on {
-                            flags.push(n);
-                        }
-                    }
-                    write!(
-                        w,
-                        "    [{bi}] BB{} [{:#x}, {:#x}) offset {:#x} size {:#x}",
-                        e.id,
-                        start,
-                        start + u64::from(e.size),
-                        e.offset,
-                        e.size
-                    )?;
-                    if !flags.is_empty() {
-                        write!(w, " {}", flags.join(" "))?;
-                    }
-                    if !e.callsite_end_offsets.is_empty() {
-                        write!(w, " callsite ends {:?}", e.callsite_end_offsets)?;
-                    }
-                    if f.features.bb_hash() {
-                        write!(w, " hash {:#018x}", e.hash)?;
-                    }
-                    writeln!(w)?;
-                }
-            }
-            if let Some(p) = &f.pgo {
-                if f.features.func_entry_count() {
-                    writeln!(w, "  entry count {}", p.func_entry_count)?;
-                }
-                let ids: Vec<u32> = f
-                    .ranges
-                    .iter()
-                    .flat_map(|r| r.entries.iter().map(|e| e.id))
-                    .collect();
-                for (b, id) in p.bb_entries.iter().zip(ids) {
-                    write!(w, "  BB{id}")?;
-                    if f.features.bb_freq() {
-                        write!(w, " frequency {}", b.frequency)?;
-                    }
-                    if f.features.post_link_cfg() {
-                        write!(w, " post-link count {}", b.post_link_frequency)?;
-                    }
-                    if f.features.br_prob() {
-                        let succ: Vec<String> = b
-                            .successors
-                            .iter()
-                            .map(|s| {
-                                let pct = f64::from(s.probability) / f64::from(1u32 << 31) * 100.0;
-                                if f.features.post_link_cfg() {
-                                    format!(
-                                        "BB{} {pct:.2}% (count {})",
-                                        s.id, s.post_link_frequency
-                                    )
-                                } else {
-                                    format!("BB{} {pct:.2}%", s.id)
-                                }
-                            })
-                            .collect();
-                        write!(w, " -> {}", succ.join(", "))?;
-                    }
-                    writeln!(w)?;
-                }
-            }
-        }
-    }
+    pcmap_bbmap::report::write_dump(&mut w, &path.display().to_string(), &maps)?;
     w.flush()?;
     Ok(())
 }
@@ -266,42 +146,7 @@ fn lookup(path: &Path, addrs: &[String], target: bool, legacy: bool) -> Result<(
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     for a in addrs {
-        let pos = if target {
-            index.lookup_branch_target(a)
-        } else {
-            index.lookup(a)
-        };
-        match pos {
-            Some(p) => {
-                let b = index.block(p);
-                write!(
-                    w,
-                    "{a:#x} -> {} range {} BB{} [{:#x}, {:#x}) index {}",
-                    names[b.handle.function as usize],
-                    b.handle.range,
-                    b.id,
-                    b.start,
-                    b.end,
-                    b.handle.index
-                )?;
-                let cs = index.callsite_position(p, a);
-                if cs.calls_in_block > 0 {
-                    write!(
-                        w,
-                        " after {} of {} calls{}",
-                        cs.calls_before,
-                        cs.calls_in_block,
-                        if cs.at_callsite_end {
-                            " (at a callsite end)"
-                        } else {
-                            ""
-                        }
-                    )?;
-                }
-                writeln!(w)?;
-            }
-            None => writeln!(w, "{a:#x} -> not in any block")?,
-        }
+        pcmap_bbmap::report::write_lookup(&mut w, &index, &names, a, target)?;
     }
     w.flush()?;
     Ok(())
@@ -309,86 +154,32 @@ fn lookup(path: &Path, addrs: &[String], target: bool, legacy: bool) -> Result<(
 
 fn stats(path: &Path, json_out: bool) -> Result<()> {
     let (file, maps) = load(path, false)?;
-    let file_size = file.bytes().len() as u64;
-    let map_file_bytes: u64 = maps.sections.iter().map(|s| s.file_size).sum();
-    let map_data_bytes: u64 = maps.sections.iter().map(|s| s.data_size).sum();
-    let (fs, names) = flatten(&maps);
-    let functions = fs.len() as u64;
-    let ranges: u64 = fs.iter().map(|f| f.ranges.len() as u64).sum();
-    let blocks: u64 = fs
-        .iter()
-        .flat_map(|f| f.ranges.iter())
-        .map(|r| u64::from(r.num_blocks))
-        .sum();
-    // The proposal's alternative: one symbol per block except each range's first (which has a
-    // function or `.cold`/`.__part` symbol already), named in the unary scheme
-    // (`a.BB.f`, `ra.BB.f`, `rra.BB.f`, ...). With string-table tail merging only the longest
-    // name of a function is stored: (blocks - 1) + len(".BB.") + len(name) + 1 bytes.
-    let sym_size: u64 = if maps.address_size == 8 { 24 } else { 16 };
-    let mut extra_symbols = 0u64;
-    let mut strtab_bytes = 0u64;
-    for (f, name) in fs.iter().zip(&names) {
-        let n: u64 = f.ranges.iter().map(|r| u64::from(r.num_blocks)).sum();
-        let labels = n.saturating_sub(f.ranges.len() as u64);
-        extra_symbols += labels;
-        if labels > 0 {
-            strtab_bytes += labels + 4 + name.len() as u64 + 1;
-        }
-    }
-    let symbol_bytes = extra_symbols * sym_size + strtab_bytes;
-    let pct = |a: u64, b: u64| {
-        if b == 0 {
-            0.0
-        } else {
-            a as f64 * 100.0 / b as f64
-        }
-    };
+    let s = SizeStats::new(&maps, file.bytes().len() as u64);
     if json_out {
+        let pct = SizeStats::percent;
         let v = json!({
             "file": path.display().to_string(),
-            "file_size": file_size,
-            "text_size": maps.text_size,
-            "map_sections": maps.sections.len(),
-            "map_size": map_file_bytes,
-            "map_size_decompressed": map_data_bytes,
-            "functions": functions,
-            "ranges": ranges,
-            "blocks": blocks,
-            "map_percent_of_text": pct(map_file_bytes, maps.text_size),
-            "map_percent_of_file": pct(map_file_bytes, file_size),
-            "block_symbols": extra_symbols,
-            "block_symbol_bytes": symbol_bytes,
-            "block_symbol_percent_of_file": pct(symbol_bytes, file_size),
+            "file_size": s.file_size,
+            "text_size": s.text_size,
+            "map_sections": s.map_sections,
+            "map_size": s.map_file_bytes,
+            "map_size_decompressed": s.map_data_bytes,
+            "functions": s.functions,
+            "ranges": s.ranges,
+            "blocks": s.blocks,
+            "map_percent_of_text": pct(s.map_file_bytes, s.text_size),
+            "map_percent_of_file": pct(s.map_file_bytes, s.file_size),
+            "block_symbols": s.extra_symbols,
+            "block_symbol_bytes": s.symbol_bytes,
+            "block_symbol_percent_of_file": pct(s.symbol_bytes, s.file_size),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
-    println!(
-        "file                 {} ({file_size} bytes)",
-        path.display()
-    );
-    println!("text                 {} bytes", maps.text_size);
-    println!(
-        "map                  {map_file_bytes} bytes in {} section(s){} = {:.1}% of text, {:.1}% of the file",
-        maps.sections.len(),
-        if map_data_bytes != map_file_bytes {
-            format!(" ({map_data_bytes} decompressed)")
-        } else {
-            String::new()
-        },
-        pct(map_file_bytes, maps.text_size),
-        pct(map_file_bytes, file_size)
-    );
-    println!("functions            {functions} ({ranges} ranges, {blocks} blocks)");
-    println!(
-        "as block symbols     {extra_symbols} symbols x {sym_size} bytes + {strtab_bytes} string bytes = {symbol_bytes} bytes = {:.1}% of the file ({:.1}x the map)",
-        pct(symbol_bytes, file_size),
-        if map_file_bytes == 0 {
-            0.0
-        } else {
-            symbol_bytes as f64 / map_file_bytes as f64
-        }
-    );
+    let out = std::io::stdout();
+    let mut w = std::io::BufWriter::new(out.lock());
+    s.write_text(&mut w, &path.display().to_string())?;
+    w.flush()?;
     Ok(())
 }
 

@@ -74,60 +74,6 @@ struct FunctionInfo<'a> {
     bolt_file_name: Option<&'a str>,
 }
 
-fn section_type_name(t: u32) -> String {
-    match t {
-        0 => "NULL".into(),
-        1 => "PROGBITS".into(),
-        2 => "SYMTAB".into(),
-        3 => "STRTAB".into(),
-        4 => "RELA".into(),
-        5 => "HASH".into(),
-        6 => "DYNAMIC".into(),
-        7 => "NOTE".into(),
-        8 => "NOBITS".into(),
-        9 => "REL".into(),
-        11 => "DYNSYM".into(),
-        14 => "INIT_ARRAY".into(),
-        15 => "FINI_ARRAY".into(),
-        16 => "PREINIT_ARRAY".into(),
-        17 => "GROUP".into(),
-        18 => "SYMTAB_SHNDX".into(),
-        19 => "RELR".into(),
-        0x6fff_4c0a => "LLVM_BB_ADDR_MAP".into(),
-        0x6fff_4c0c => "LLVM_ADDRSIG".into(),
-        0x6fff_4c00 => "LLVM_ODRTAB".into(),
-        0x6fff_4c14 => "CREL".into(),
-        0x6fff_fff6 => "GNU_HASH".into(),
-        0x6fff_fffe => "VERNEED".into(),
-        0x6fff_ffff => "VERSYM".into(),
-        0x6fff_fffd => "VERDEF".into(),
-        0x7000_0001 => "X86_64_UNWIND".into(),
-        t => format!("{t:#x}"),
-    }
-}
-
-fn flags_string(f: u64) -> String {
-    let mut s = String::new();
-    for (bit, c) in [
-        (1u64, 'W'),
-        (2, 'A'),
-        (4, 'X'),
-        (0x10, 'M'),
-        (0x20, 'S'),
-        (0x40, 'I'),
-        (0x80, 'L'),
-        (0x200, 'G'),
-        (0x400, 'T'),
-        (0x800, 'C'),
-        (0x8000_0000, 'R'),
-    ] {
-        if f & bit != 0 {
-            s.push(c);
-        }
-    }
-    s
-}
-
 pub fn run(args: Args) -> Result<()> {
     let file = MappedFile::open(&args.binary)?;
     // The path is in every error below: "reading FILE: malformed ELF ... at file offset ...".
@@ -208,11 +154,11 @@ pub fn run(args: Args) -> Result<()> {
             .map(|s| SectionInfo {
                 index: s.index,
                 name: s.name,
-                sh_type: section_type_name(s.sh_type),
+                sh_type: s.type_name(),
                 address: format!("{:#x}", s.address),
                 offset: format!("{:#x}", s.offset),
                 size: s.size,
-                flags: flags_string(s.flags),
+                flags: s.flag_letters(),
                 compressed: s.compression().map(|c| c.name()),
                 uncompressed_size: uncompressed.get(&s.index).copied(),
             })

@@ -1,27 +1,19 @@
 //! `pcmap inline encode` / `pcmap inline decode`: inline sites and parameter locations as split
 //! BTF (the RFC's `.BTF.inline`, the October-2025 and 2026 location kinds, pcmap's compact
 //! encoding), and a bpftool-style dump of such blobs.
-//!
-//! The glue from the DWARF extractor's model (`pcmap-inline`) to the encoders' neutral model
-//! (`pcmap_btf::SiteSet`) lives here, including a small gimli walk that describes parameter
-//! type DIEs so the encoder can find them in the base BTF.
+//! The DWARF → BTF glue is `pcmap_inline::btf::site_set`; the record printers are
+//! `pcmap_btf::dump`.
 
-use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use gimli::{AttributeValue, constants as dw};
-use object::{Object, ObjectSection, SectionKind};
+use pcmap_binary::{Binary, MappedFile};
+use pcmap_btf::dump::{detect, dump_compact, dump_rfc, dump_sites};
 use pcmap_btf::elf_append::{self, NewSection};
-use pcmap_btf::encoding::{compact::CompactBlob, rfc::RfcBlob};
-use pcmap_btf::model::FRAME_BASE_REG;
-use pcmap_btf::{
-    Btf, CodeSection, Format, FuncParam, InlineFunc, Loc, ParamLoc, Site, SiteSet, TypeDesc,
-};
-use pcmap_inline::{DebugData, Location};
-use rustc_hash::FxHashMap;
+use pcmap_btf::{Btf, Format};
+use pcmap_inline::DebugData;
 
 /// The encodings, as named on the command line.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,8 +101,8 @@ pub struct DecodeArgs {
     pub sites: bool,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+fn read(path: &Path) -> Result<MappedFile> {
+    MappedFile::open(path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// BTF bytes from a raw blob or from an ELF's `.BTF`.
@@ -122,18 +114,20 @@ fn btf_bytes(path: &Path) -> Result<Vec<u8>> {
             .map(<[u8]>::to_vec)
             .with_context(|| format!("{} has no .BTF section", path.display()));
     }
-    Ok(data)
+    Ok(data.to_vec())
 }
 
 /// The base BTF for `binary`: `--base`, else the binary's `.BTF`, else `pahole -J`.
 /// Returns the bytes and whether the binary itself carries them.
-fn load_base(base: Option<&Path>, binary_path: &Path, binary: &[u8]) -> Result<(Vec<u8>, bool)> {
+fn load_base(
+    base: Option<&Path>,
+    binary_path: &Path,
+    binary: &Binary<'_>,
+) -> Result<(Vec<u8>, bool)> {
     if let Some(p) = base {
         return Ok((btf_bytes(p)?, false));
     }
-    if let Some(b) = elf_append::section_data(binary, ".BTF")
-        .with_context(|| format!("reading {}", binary_path.display()))?
-    {
+    if let Some(b) = elf_append::section_data_of(binary, ".BTF") {
         return Ok((b.to_vec(), true));
     }
     let dir = tempfile::tempdir().context("creating a temporary directory for pahole")?;
@@ -150,23 +144,24 @@ fn load_base(base: Option<&Path>, binary_path: &Path, binary: &[u8]) -> Result<(
             String::from_utf8_lossy(&status.stderr).trim()
         );
     }
-    Ok((read(&out)?, false))
+    Ok((read(&out)?.to_vec(), false))
 }
 
 pub fn run_encode(args: EncodeArgs) -> Result<()> {
     if !args.sizes && args.output.is_none() && args.into.is_none() && args.types.is_none() {
         bail!("nothing to write: give -o FILE, --into OUT, --types FILE or --sizes");
     }
-    let file = std::fs::File::open(&args.binary)
+    let file = MappedFile::open(&args.binary)
         .with_context(|| format!("opening {}", args.binary.display()))?;
-    // SAFETY: the file is mapped read-only and not modified while mapped (we write outputs via
-    // temporary files and renames).
-    let map = unsafe { memmap2::Mmap::map(&file) }
-        .with_context(|| format!("mapping {}", args.binary.display()))?;
-    let data: &[u8] = &map;
-    let (base_bytes, base_in_binary) = load_base(args.base.as_deref(), &args.binary, data)?;
+    let bin = Binary::parse(file.bytes())
+        .with_context(|| format!("reading inline sites of {}", args.binary.display()))?;
+    let (base_bytes, base_in_binary) = load_base(args.base.as_deref(), &args.binary, &bin)?;
     let base = Btf::parse(&base_bytes).context("parsing the base BTF")?;
-    let set = site_set(data)
+    let set = DebugData::from_binary(&bin)
+        .context("loading the DWARF sections")
+        .and_then(|debug| {
+            pcmap_inline::btf::site_set(&bin, &debug).context("extracting inline sites")
+        })
         .with_context(|| format!("reading inline sites of {}", args.binary.display()))?;
 
     if args.sizes {
@@ -247,7 +242,7 @@ pub fn run_encode(args: EncodeArgs) -> Result<()> {
                 align: 4,
             });
         }
-        let image = elf_append::append_sections(data, &secs)
+        let image = elf_append::append_sections_to(&bin, &secs)
             .with_context(|| format!("adding sections to {}", args.binary.display()))?;
         crate::output::write_atomic(out, |w| Ok(w.write_all(&image)?))?;
         let perms = std::fs::metadata(&args.binary)?.permissions();
@@ -286,395 +281,18 @@ pub fn run_encode(args: EncodeArgs) -> Result<()> {
     Ok(())
 }
 
-/// Build the encoders' input from the binary's DWARF.
-fn site_set(data: &[u8]) -> Result<SiteSet> {
-    let debug = DebugData::load(data).context("loading the DWARF sections")?;
-    let info = pcmap_inline::extract_sites(&debug).context("extracting inline sites")?;
-    let file = object::File::parse(data)?;
-    let sections: Vec<CodeSection> = file
-        .sections()
-        .filter(|s| s.kind() == SectionKind::Text)
-        .filter(|s| s.size() > 0)
-        .filter_map(|s| {
-            Some(CodeSection {
-                name: s.name().ok()?.to_string(),
-                address: s.address(),
-                size: s.size(),
-            })
-        })
-        .collect();
-    let endian = if file.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    // The DWARF sections the type walk needs, decompressed once (borrowed when not compressed).
-    let mut dwarf_sections = Vec::new();
-    for id in [
-        gimli::SectionId::DebugAbbrev,
-        gimli::SectionId::DebugInfo,
-        gimli::SectionId::DebugStr,
-        gimli::SectionId::DebugStrOffsets,
-        gimli::SectionId::DebugLine,
-        gimli::SectionId::DebugLineStr,
-        gimli::SectionId::DebugAddr,
-        gimli::SectionId::DebugRngLists,
-        gimli::SectionId::DebugRanges,
-        gimli::SectionId::DebugLocLists,
-        gimli::SectionId::DebugLoc,
-    ] {
-        if let Some(s) = file.section_by_name(id.name()) {
-            dwarf_sections.push((
-                id,
-                s.uncompressed_data()
-                    .with_context(|| format!("reading {}", id.name()))?,
-            ));
-        }
-    }
-    let mut types = TypeDescriber::new(&dwarf_sections, endian)
-        .context("reading DWARF units for parameter types")?;
-    let mut func_index: FxHashMap<u32, usize> = FxHashMap::default();
-    let mut funcs = Vec::new();
-    let mut sites = Vec::with_capacity(info.sites.len());
-    for site in &info.sites {
-        let Some(address) = site.site_addr else {
-            continue;
-        };
-        let Some(f) = info.functions.get(site.callee as usize) else {
-            continue;
-        };
-        let fi = match func_index.get(&site.callee) {
-            Some(&i) => i,
-            None => {
-                let func = InlineFunc {
-                    name: f.name.as_deref().unwrap_or("<unknown>").to_string(),
-                    ret: types.describe_opt(f.return_type),
-                    params: f
-                        .params
-                        .iter()
-                        .map(|p| FuncParam {
-                            name: p.name.as_deref().unwrap_or("").to_string(),
-                            ty: types.describe_opt(p.type_die),
-                        })
-                        .collect(),
-                    varargs: f.variadic,
-                };
-                funcs.push(func);
-                func_index.insert(site.callee, funcs.len() - 1);
-                funcs.len() - 1
-            }
-        };
-        let params = site
-            .params
-            .iter()
-            .zip(&funcs[fi].params)
-            .zip(&f.params)
-            .map(|((p, decl), d)| param_loc(&p.location, d.byte_size.unwrap_or(0), &decl.ty))
-            .collect();
-        sites.push(Site {
-            address,
-            func: fi,
-            params,
-        });
-    }
-    Ok(SiteSet {
-        sections,
-        funcs,
-        sites,
-    })
-}
-
-fn is_signed(t: &TypeDesc) -> bool {
-    match t {
-        TypeDesc::Int { signed, .. } | TypeDesc::Enum { signed, .. } => *signed,
-        TypeDesc::Typedef { target, .. }
-        | TypeDesc::Const(target)
-        | TypeDesc::Volatile(target)
-        | TypeDesc::Restrict(target) => is_signed(target),
-        _ => false,
-    }
-}
-
-/// The encoders' location for the extractor's location (`None`: no BTF location can express it).
-fn param_loc(l: &Location, size: u64, ty: &TypeDesc) -> Option<ParamLoc> {
-    let size = u32::try_from(size).unwrap_or(0);
-    let signed = is_signed(ty);
-    let off = |o: i64| i32::try_from(o).ok();
-    let loc = match l {
-        Location::Constant { value } => Loc::Const(*value),
-        Location::Register { reg } => Loc::Reg(u32::from(*reg)),
-        Location::RegisterOffsetValue { reg, offset } => Loc::RegOffset {
-            reg: u32::from(*reg),
-            offset: off(*offset)?,
-        },
-        Location::Memory { reg, offset } => Loc::Deref {
-            reg: u32::from(*reg),
-            offset: off(*offset)?,
-        },
-        Location::FrameBase {
-            offset,
-            base: Some(b),
-        } => Loc::Deref {
-            reg: u32::from(b.reg),
-            offset: off(b.offset.checked_add(*offset)?)?,
-        },
-        Location::FrameBase { offset, base: None } => Loc::Deref {
-            reg: FRAME_BASE_REG,
-            offset: off(*offset)?,
-        },
-        Location::Pieces { pieces } => match pieces.as_slice() {
-            [a, b] => match (&a.location, &b.location) {
-                (Location::Register { reg: ra }, Location::Register { reg: rb }) => {
-                    Loc::RegPair(u32::from(*ra), u32::from(*rb))
-                }
-                _ => return None,
-            },
-            _ => return None,
-        },
-        // A value in memory at a fixed address, entry values (the register at entry of the
-        // out-of-line caller, not at the site), implicit pointers, parameter references and
-        // computed expressions have no BTF location; neither do the three "no location" cases.
-        _ => return None,
-    };
-    Some(ParamLoc { size, signed, loc }.canonical())
-}
-
-/// Describes DWARF type DIEs (by `.debug_info` offset) as [`TypeDesc`]s, memoised.
-struct TypeDescriber<'a> {
-    dwarf: gimli::Dwarf<gimli::EndianSlice<'a, gimli::RunTimeEndian>>,
-    units: Vec<(
-        u64,
-        gimli::Unit<gimli::EndianSlice<'a, gimli::RunTimeEndian>>,
-    )>,
-    memo: FxHashMap<u64, TypeDesc>,
-}
-
-type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
-
-impl<'a> TypeDescriber<'a> {
-    fn new(
-        sections: &'a [(gimli::SectionId, Cow<'a, [u8]>)],
-        endian: gimli::RunTimeEndian,
-    ) -> Result<TypeDescriber<'a>> {
-        let load = |id: gimli::SectionId| -> Result<R<'a>, gimli::Error> {
-            let bytes: &'a [u8] = sections
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map_or(&[][..], |(_, b)| &b[..]);
-            Ok(gimli::EndianSlice::new(bytes, endian))
-        };
-        let dwarf = gimli::Dwarf::load(load)?;
-        let mut units = Vec::new();
-        let mut iter = dwarf.units();
-        while let Some(header) = iter.next()? {
-            let Some(off) = header.debug_info_offset() else {
-                continue;
-            };
-            let unit = dwarf.unit(header)?;
-            units.push((off.0 as u64, unit));
-        }
-        units.sort_by_key(|(o, _)| *o);
-        Ok(TypeDescriber {
-            dwarf,
-            units,
-            memo: FxHashMap::default(),
-        })
-    }
-
-    fn describe_opt(&mut self, die: Option<u64>) -> TypeDesc {
-        match die {
-            Some(d) => self.describe(d, 0),
-            None => TypeDesc::Void,
-        }
-    }
-
-    fn describe(&mut self, die: u64, depth: u32) -> TypeDesc {
-        if let Some(t) = self.memo.get(&die) {
-            return t.clone();
-        }
-        let t = self
-            .describe_uncached(die, depth)
-            .unwrap_or(TypeDesc::Struct {
-                name: None,
-                size: 0,
-            });
-        self.memo.insert(die, t.clone());
-        t
-    }
-
-    fn describe_uncached(&mut self, die: u64, depth: u32) -> Option<TypeDesc> {
-        if depth > 24 {
-            return None;
-        }
-        let idx = self
-            .units
-            .partition_point(|(o, _)| *o <= die)
-            .checked_sub(1)?;
-        let unit = &self.units[idx].1;
-        let uoff = gimli::DebugInfoOffset(die as usize).to_unit_offset(&unit.header)?;
-        let entry = unit.entry(uoff).ok()?;
-        let name = entry
-            .attr_value(dw::DW_AT_name)
-            .and_then(|v| self.dwarf.attr_string(unit, v).ok())
-            .map(|s| s.to_string_lossy().into_owned());
-        let size = entry
-            .attr_value(dw::DW_AT_byte_size)
-            .and_then(|v| v.udata_value())
-            .unwrap_or(0) as u32;
-        let target = match entry.attr_value(dw::DW_AT_type) {
-            Some(AttributeValue::UnitRef(o)) => {
-                Some(o.to_debug_info_offset(&unit.header)?.0 as u64)
-            }
-            Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
-            _ => None,
-        };
-        let tag = entry.tag();
-        let encoding = entry
-            .attr_value(dw::DW_AT_encoding)
-            .and_then(|v| v.udata_value())
-            .unwrap_or(0) as u8;
-        let mut children_types = Vec::new();
-        let mut varargs = false;
-        let mut array_len = 0u32;
-        if tag == dw::DW_TAG_subroutine_type || tag == dw::DW_TAG_array_type {
-            let mut tree = unit.entries_tree(Some(uoff)).ok()?;
-            let root = tree.root().ok()?;
-            let mut children = root.children();
-            let mut first_subrange = true;
-            while let Ok(Some(child)) = children.next() {
-                let e = child.entry();
-                match e.tag() {
-                    dw::DW_TAG_formal_parameter => {
-                        let t = match e.attr_value(dw::DW_AT_type) {
-                            Some(AttributeValue::UnitRef(o)) => {
-                                o.to_debug_info_offset(&unit.header).map(|o| o.0 as u64)
-                            }
-                            Some(AttributeValue::DebugInfoRef(o)) => Some(o.0 as u64),
-                            _ => None,
-                        };
-                        children_types.push(t);
-                    }
-                    dw::DW_TAG_unspecified_parameters => varargs = true,
-                    dw::DW_TAG_subrange_type if first_subrange => {
-                        first_subrange = false;
-                        if let Some(c) = e.attr_value(dw::DW_AT_count).and_then(|v| v.udata_value())
-                        {
-                            array_len = c as u32;
-                        } else if let Some(u) = e
-                            .attr_value(dw::DW_AT_upper_bound)
-                            .and_then(|v| v.udata_value())
-                        {
-                            array_len = u.saturating_add(1) as u32;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let inner = |s: &mut Self| match target {
-            Some(t) => s.describe(t, depth + 1),
-            None => TypeDesc::Void,
-        };
-        Some(match tag {
-            dw::DW_TAG_base_type => match dw::DwAte(encoding) {
-                dw::DW_ATE_float => TypeDesc::Float { name: name?, size },
-                e => TypeDesc::Int {
-                    name: name?,
-                    size,
-                    signed: matches!(e, dw::DW_ATE_signed | dw::DW_ATE_signed_char),
-                    char: matches!(e, dw::DW_ATE_signed_char | dw::DW_ATE_unsigned_char),
-                    bool: e == dw::DW_ATE_boolean,
-                },
-            },
-            dw::DW_TAG_pointer_type
-            | dw::DW_TAG_reference_type
-            | dw::DW_TAG_rvalue_reference_type => TypeDesc::Pointer(Box::new(inner(self))),
-            dw::DW_TAG_const_type => TypeDesc::Const(Box::new(inner(self))),
-            dw::DW_TAG_volatile_type => TypeDesc::Volatile(Box::new(inner(self))),
-            dw::DW_TAG_restrict_type => TypeDesc::Restrict(Box::new(inner(self))),
-            dw::DW_TAG_atomic_type => inner(self),
-            dw::DW_TAG_typedef => TypeDesc::Typedef {
-                name: name?,
-                target: Box::new(inner(self)),
-            },
-            dw::DW_TAG_structure_type | dw::DW_TAG_class_type => TypeDesc::Struct { name, size },
-            dw::DW_TAG_union_type => TypeDesc::Union { name, size },
-            dw::DW_TAG_enumeration_type => {
-                let signed = matches!(inner(self), TypeDesc::Int { signed: true, .. });
-                TypeDesc::Enum { name, size, signed }
-            }
-            dw::DW_TAG_array_type => TypeDesc::Array {
-                elem: Box::new(inner(self)),
-                len: array_len,
-            },
-            dw::DW_TAG_subroutine_type => {
-                let ret = Box::new(inner(self));
-                let params = children_types
-                    .into_iter()
-                    .map(|t| match t {
-                        Some(t) => self.describe(t, depth + 1),
-                        None => TypeDesc::Void,
-                    })
-                    .collect();
-                TypeDesc::Function {
-                    ret,
-                    params,
-                    varargs,
-                }
-            }
-            _ => return None,
-        })
-    }
-}
-
-/// Which encoding a raw blob is in: compact by magic, RFC by its header (inline info right after
-/// a 24-byte header), otherwise BTF (2026 when it has a layout section).
-fn detect(blob: &[u8]) -> Format {
-    if blob.starts_with(pcmap_btf::encoding::compact::MAGIC) {
-        return Format::Compact;
-    }
-    let word = |i: usize| {
-        blob.get(i..i + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-    };
-    if word(4) == Some(24) && word(8) == Some(24) {
-        return Format::Rfc;
-    }
-    match pcmap_btf::header::Header::parse(blob) {
-        Ok(h) if h.layout.is_some() => Format::Btf2026,
-        _ => Format::Btf2025,
-    }
-}
-
-fn describe_loc(p: &Option<ParamLoc>) -> String {
-    let Some(p) = p else {
-        return "(none)".to_string();
-    };
-    let reg = |r: u32| {
-        if r == FRAME_BASE_REG {
-            "fbreg".to_string()
-        } else {
-            r.to_string()
-        }
-    };
-    let what = match p.loc {
-        Loc::Const(v) => format!("const={v:#x}"),
-        Loc::Addr(a) => format!("addr={a:#x}"),
-        Loc::Reg(r) => format!("reg={}", reg(r)),
-        Loc::RegPair(a, b) => format!("reg={} reg_hi={}", reg(a), reg(b)),
-        Loc::RegOffset { reg: r, offset } => format!("reg={} offset={offset}", reg(r)),
-        Loc::Deref { reg: r, offset } => format!("deref reg={} offset={offset}", reg(r)),
-    };
-    format!(
-        "size={}{} {what}",
-        p.size,
-        if p.signed { " signed" } else { "" }
-    )
-}
-
 pub fn run_decode(args: DecodeArgs) -> Result<()> {
     let data = read(&args.file)?;
-    let is_elf = elf_append::is_elf(&data);
+    let elf = if elf_append::is_elf(&data) {
+        Some(Binary::parse(&data).with_context(|| format!("reading {}", args.file.display()))?)
+    } else {
+        None
+    };
+    let is_elf = elf.is_some();
+    let section = |name: &str| {
+        elf.as_ref()
+            .and_then(|b| elf_append::section_data_of(b, name))
+    };
     let (blob, format): (Vec<u8>, Format) = if is_elf {
         let candidates: Vec<(&str, Option<Format>)> = match &args.section {
             Some(s) => vec![(s.as_str(), args.format.map(Format::from))],
@@ -690,9 +308,7 @@ pub fn run_decode(args: DecodeArgs) -> Result<()> {
         };
         let mut found = None;
         for (name, fmt) in candidates {
-            if let Some(b) = elf_append::section_data(&data, name)
-                .with_context(|| format!("reading {}", args.file.display()))?
-            {
+            if let Some(b) = section(name) {
                 let f = args
                     .format
                     .map(Format::from)
@@ -713,11 +329,11 @@ pub fn run_decode(args: DecodeArgs) -> Result<()> {
             .format
             .map(Format::from)
             .unwrap_or_else(|| detect(&data));
-        (data.clone(), f)
+        (data.to_vec(), f)
     };
     let base_bytes = match (&args.base, is_elf) {
         (Some(p), _) => btf_bytes(p)?,
-        (None, true) => elf_append::section_data(&data, ".BTF")?
+        (None, true) => section(".BTF")
             .map(<[u8]>::to_vec)
             .context("give --base: the file has no .BTF section")?,
         (None, false) if format.blob_is_btf() => {
@@ -738,9 +354,7 @@ pub fn run_decode(args: DecodeArgs) -> Result<()> {
     let types_bytes = match (&args.types, format.blob_is_btf()) {
         (_, true) => None,
         (Some(p), false) => Some(btf_bytes(p)?),
-        (None, false) if is_elf => {
-            elf_append::section_data(&data, ".BTF.extra")?.map(<[u8]>::to_vec)
-        }
+        (None, false) if is_elf => section(".BTF.extra").map(<[u8]>::to_vec),
         (None, false) => None,
     };
     let base = Btf::parse(&base_bytes).context("parsing the base BTF")?;
@@ -754,24 +368,7 @@ pub fn run_decode(args: DecodeArgs) -> Result<()> {
     if args.sites {
         let sites = pcmap_btf::decode(format, &blob, types_bytes.as_deref(), &base)
             .with_context(|| format!("decoding {} as {}", args.file.display(), format.name()))?;
-        use std::fmt::Write as _;
-        for s in &sites {
-            let _ = writeln!(
-                text,
-                "SITE '{}' {}{:#x} vlen={}",
-                s.func,
-                if s.section.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}+", s.section)
-                },
-                s.offset,
-                s.params.len()
-            );
-            for p in &s.params {
-                let _ = writeln!(text, "\t{}", describe_loc(p));
-            }
-        }
+        dump_sites(&sites, &mut text);
     } else {
         match format {
             Format::Btf2025 | Format::Btf2026 => {
@@ -797,74 +394,5 @@ pub fn run_decode(args: DecodeArgs) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
-    Ok(())
-}
-
-fn func_label(btf: &Btf<'_>, id: u32) -> String {
-    btf.record(id)
-        .ok()
-        .and_then(|r| btf.name_of(&r).ok().flatten())
-        .unwrap_or("(anon)")
-        .to_string()
-}
-
-fn dump_rfc(blob: &[u8], names: &Btf<'_>, out: &mut String) -> Result<()> {
-    use std::fmt::Write as _;
-    let b = RfcBlob::parse(blob)?;
-    let h = b.header;
-    let _ = writeln!(
-        out,
-        "BTF.inline flags={:#x} hdr_len={} inline_info_off={} inline_info_len={} location_off={} location_len={}",
-        h.flags,
-        h.header_length,
-        h.inline_info_offset,
-        h.inline_info_length,
-        h.location_offset,
-        h.location_length
-    );
-    for s in b.sites() {
-        let s = s?;
-        let _ = writeln!(
-            out,
-            "INLINE '{}' type_id={} insn_offset={:#x} vlen={}",
-            func_label(names, s.type_id),
-            s.type_id,
-            s.insn_offset,
-            s.param_locations.len()
-        );
-        for &o in &s.param_locations {
-            let loc = if o == 0 { None } else { b.location(o)? };
-            let _ = writeln!(out, "\tlocation_off={o} {}", describe_loc(&loc));
-        }
-    }
-    Ok(())
-}
-
-fn dump_compact(blob: &[u8], names: &Btf<'_>, out: &mut String) -> Result<()> {
-    use std::fmt::Write as _;
-    let b = CompactBlob::parse(blob)?;
-    for (i, l) in b.locations.iter().enumerate() {
-        let _ = writeln!(out, "LOC [{}] {}", i + 1, describe_loc(&Some(*l)));
-    }
-    for (i, l) in b.lists.iter().enumerate() {
-        let ids: Vec<String> = l.iter().map(u32::to_string).collect();
-        let _ = writeln!(
-            out,
-            "LOC_LIST [{i}] vlen={} locs={}",
-            l.len(),
-            ids.join(",")
-        );
-    }
-    for (sec, sites) in &b.sections {
-        let _ = writeln!(out, "SECTION '{sec}' vlen={}", sites.len());
-        for &(off, v) in sites {
-            let (f, l) = b.variants[v as usize];
-            let _ = writeln!(
-                out,
-                "\tfunc_type_id={f} ('{}') loc_list={l} offset={off:#x}",
-                func_label(names, f)
-            );
-        }
-    }
     Ok(())
 }

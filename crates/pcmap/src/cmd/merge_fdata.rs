@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use pcmap_binary::MappedFile;
 use pcmap_profile::{fdata, merge, preagg, yaml};
 
 use crate::output::write_atomic;
@@ -75,11 +76,8 @@ fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn map(path: &Path) -> Result<memmap2::Mmap> {
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: read-only private mapping of an input file; like every profile tool we assume it is not
-    // truncated while we read it.
-    unsafe { memmap2::Mmap::map(&f) }.with_context(|| format!("mapping {}", path.display()))
+fn map(path: &Path) -> Result<MappedFile> {
+    MappedFile::open(path).with_context(|| format!("opening {}", path.display()))
 }
 
 fn detect(data: &[u8]) -> Format {
@@ -102,7 +100,7 @@ fn detect(data: &[u8]) -> Format {
 
 pub fn run(args: Args) -> Result<()> {
     let inputs = expand(&args.inputs)?;
-    let maps: Vec<memmap2::Mmap> = inputs.iter().map(|p| map(p)).collect::<Result<_>>()?;
+    let maps: Vec<MappedFile> = inputs.iter().map(|p| map(p)).collect::<Result<_>>()?;
     let format = match args.format {
         Format::Auto => detect(&maps[0]),
         f => f,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use pcmap_inline::DebugData;
-use pcmap_inline::symbolize::{Frame, Symbolizer};
-use serde::Serialize;
+use pcmap_inline::report::{JsonAddress, write_frames_text};
+use pcmap_inline::symbolize::Symbolizer;
 
 /// Symbolize addresses: function, inline frames (innermost first), file:line:column
 #[derive(clap::Args, Debug)]
@@ -22,12 +22,6 @@ pub struct Args {
     /// Print JSON
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Serialize)]
-struct JsonAddress<'a> {
-    address: u64,
-    frames: &'a [Frame],
 }
 
 fn parse_address(s: &str) -> Result<u64> {
@@ -72,17 +66,7 @@ pub fn run(args: Args) -> Result<()> {
             return Ok(());
         }
         for (_, frames) in &results {
-            for f in frames {
-                writeln!(w, "{}", f.function.as_deref().unwrap_or("??"))?;
-                writeln!(
-                    w,
-                    "{}:{}:{}",
-                    f.file.as_deref().unwrap_or("??"),
-                    f.line,
-                    f.column
-                )?;
-            }
-            writeln!(w)?;
+            write_frames_text(w, frames)?;
         }
         Ok(())
     })

@@ -1,13 +1,14 @@
 //! `pcmap trace`: record control-flow traces without Intel PT, summarise them with the
 //! hierarchical trace representation, and export them for Perfetto, lldb and flame graphs.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use pcmap_binary::{Binary, BranchKind, FileKind, MappedFile, PT_LOAD};
+use pcmap_binary::{Binary, FileKind, MappedFile, PT_LOAD};
+use pcmap_trace::Record;
+use pcmap_trace::binary_code::BinaryCode;
 use pcmap_trace::export::{
     ChromeOptions, ThreadView, folded_stacks, write_chrome, write_flamegraph,
 };
@@ -16,13 +17,12 @@ use pcmap_trace::format::text::TextWriter;
 use pcmap_trace::format::{self, Format};
 use pcmap_trace::htr::function::CallTree;
 use pcmap_trace::htr::lldb::{InstructionLayer, LldbHtr};
-use pcmap_trace::htr::streaming::{self, LoopStat, SuperBlockStat};
-use pcmap_trace::htr::{BuildOptions, Htr, LayerKind};
-use pcmap_trace::symbols::{CodeInfo, FunctionSym, InsnInfo, InsnKind, NoCode};
-use pcmap_trace::trace::{ThreadTrace, Trace};
-use pcmap_trace::{GapReason, Record};
-use rustc_hash::FxHashMap;
-use serde::Serialize;
+use pcmap_trace::htr::streaming;
+use pcmap_trace::htr::{BuildOptions, Htr};
+use pcmap_trace::recording::Recording;
+use pcmap_trace::summary::{SummaryOut, ThreadOut, print_summary};
+use pcmap_trace::symbols::{CodeInfo, NoCode};
+use pcmap_trace::trace::Trace;
 
 use crate::output::write_atomic;
 
@@ -146,79 +146,11 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Symbols from pcmap-binary.
-
-/// Function symbols and decoded instruction kinds of one binary, for the trace passes.
-struct BinaryCode {
-    functions: Vec<(u64, u64, String)>,
-    insns: FxHashMap<u64, InsnInfo>,
-}
-
-impl BinaryCode {
-    /// Load symbols from `path` and decode every distinct address the trace executed.
-    fn load(path: &Path, trace: &Trace) -> Result<BinaryCode> {
-        let file = MappedFile::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let bin =
-            Binary::parse(file.bytes()).with_context(|| format!("parsing {}", path.display()))?;
-        let functions = bin
-            .functions()
-            .iter()
-            .map(|f| (f.address, f.end(), bin.function_name(f).to_string()))
-            .collect();
-        let mut insns = FxHashMap::default();
-        for t in trace.threads.iter() {
-            for u in &t.units {
-                let a = u.addr();
-                if u.is_gap() || insns.contains_key(&a) {
-                    continue;
-                }
-                if let Some(info) = decode_at(&bin, a) {
-                    insns.insert(a, info);
-                }
-            }
-        }
-        Ok(BinaryCode { functions, insns })
-    }
-}
-
-fn decode_at(bin: &Binary<'_>, addr: u64) -> Option<InsnInfo> {
-    let bytes = (1..=15u64).rev().find_map(|n| bin.bytes_at(addr, n))?;
-    let insn = bin.decode(bytes, addr).ok()?.next()?;
-    if insn.is_invalid() {
-        return None;
-    }
-    let kind = match insn.kind() {
-        BranchKind::Call | BranchKind::IndirectCall => InsnKind::Call,
-        BranchKind::Return => InsnKind::Return,
-        BranchKind::Jump | BranchKind::IndirectJump => InsnKind::Jump,
-        BranchKind::ConditionalJump => InsnKind::CondJump,
-        BranchKind::Other => InsnKind::Other,
-    };
-    Some(InsnInfo {
-        len: insn.len() as u8,
-        kind,
-    })
-}
-
-impl CodeInfo for BinaryCode {
-    fn function_at(&self, addr: u64) -> Option<FunctionSym<'_>> {
-        let i = self.functions.partition_point(|f| f.0 <= addr);
-        self.functions[..i]
-            .iter()
-            .rev()
-            .take(8)
-            .find(|f| addr < f.1.max(f.0.saturating_add(1)))
-            .map(|f| FunctionSym {
-                start: f.0,
-                end: f.1,
-                name: &f.2,
-            })
-    }
-
-    fn instruction(&self, addr: u64) -> Option<InsnInfo> {
-        self.insns.get(&addr).copied()
-    }
+/// Parse `path` and collect the code knowledge of the addresses `trace` executed.
+fn load_code(path: &Path, trace: &Trace) -> Result<BinaryCode> {
+    let file = MappedFile::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let bin = Binary::parse(file.bytes()).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(BinaryCode::new(&bin, trace))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,9 +301,9 @@ fn record(a: RecordArgs) -> Result<()> {
         eprintln!("pcmap: note: the traced program exited with {status}");
     }
     let data =
-        std::fs::read(&log).with_context(|| format!("reading the {} log", tool.display()))?;
+        MappedFile::open(&log).with_context(|| format!("reading the {} log", tool.display()))?;
     let label = log.display().to_string();
-    let mut records = vec![
+    let meta = vec![
         Record::Meta {
             key: "exe".into(),
             value: program.display().to_string(),
@@ -390,33 +322,8 @@ fn record(a: RecordArgs) -> Result<()> {
         Method::Qemu => Format::QemuExec,
         Method::Valgrind => Format::Lackey,
     };
-    let mut insns = 0u64;
-    format::read_as(fmt, &data, &label, &mut |r| {
-        match &r {
-            Record::Insn { addr } if !keep(*addr) => return Ok(()),
-            Record::Insn { .. } => insns += 1,
-            Record::Meta { .. } => return Ok(()),
-            _ => {}
-        }
-        records.push(r);
-        Ok(())
-    })?;
-    // qemu names threads by CPU index; a single-threaded program needs no thread records.
-    let mut tids: Vec<u64> = records
-        .iter()
-        .filter_map(|r| {
-            if let Record::Thread { tid } = r {
-                Some(*tid)
-            } else {
-                None
-            }
-        })
-        .collect();
-    tids.sort_unstable();
-    tids.dedup();
-    if tids.len() <= 1 {
-        records.retain(|r| !matches!(r, Record::Thread { .. }));
-    }
+    let Recording { records, insns } =
+        pcmap_trace::recording::from_tracer_log(fmt, &data, &label, meta, &keep)?;
     write_records(
         &a.output,
         out_format(&a.output, a.format),
@@ -440,177 +347,6 @@ fn convert(a: ConvertArgs) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // summarize
 
-#[derive(Serialize)]
-struct BlockOut {
-    addr: String,
-    symbol: String,
-    insns: u64,
-    occurrences: u64,
-    total_insns: u64,
-    percent: f64,
-}
-
-#[derive(Serialize)]
-struct LoopOut {
-    body: Vec<String>,
-    insns_per_iteration: u64,
-    occurrences: u64,
-    iterations: u64,
-    max_iterations: u64,
-    total_insns: u64,
-}
-
-#[derive(Serialize)]
-struct FunctionOut {
-    name: String,
-    addr: String,
-    calls: u64,
-    self_insns: u64,
-}
-
-#[derive(Serialize)]
-struct ThreadOut {
-    tid: Option<u64>,
-    insns: u64,
-    units: u64,
-    distinct_units: u64,
-    gaps: u64,
-    layer_units: Vec<(String, u64)>,
-    super_blocks: Vec<BlockOut>,
-    loops: Vec<LoopOut>,
-    functions: Option<Vec<FunctionOut>>,
-}
-
-#[derive(Serialize)]
-struct SummaryOut {
-    trace: String,
-    format: String,
-    insns: u64,
-    threads: Vec<ThreadOut>,
-}
-
-fn block_outs(
-    stats: &[SuperBlockStat],
-    code: &dyn CodeInfo,
-    total: u64,
-    top: usize,
-) -> Vec<BlockOut> {
-    let mut v: Vec<&SuperBlockStat> = stats.iter().filter(|s| s.insns > 0).collect();
-    v.sort_by(|a, b| {
-        (b.insns * b.occurrences)
-            .cmp(&(a.insns * a.occurrences))
-            .then(a.first_addr.cmp(&b.first_addr))
-    });
-    v.into_iter()
-        .take(top)
-        .map(|s| BlockOut {
-            addr: format!("{:#x}", s.first_addr),
-            symbol: code.describe(s.first_addr),
-            insns: s.insns,
-            occurrences: s.occurrences,
-            total_insns: s.insns * s.occurrences,
-            percent: if total == 0 {
-                0.0
-            } else {
-                (s.insns * s.occurrences) as f64 * 100.0 / total as f64
-            },
-        })
-        .collect()
-}
-
-fn loop_outs(stats: &[LoopStat], code: &dyn CodeInfo, top: usize) -> Vec<LoopOut> {
-    let mut v: Vec<&LoopStat> = stats.iter().collect();
-    v.sort_by(|a, b| {
-        (b.iterations * b.insns_per_iteration).cmp(&(a.iterations * a.insns_per_iteration))
-    });
-    v.into_iter()
-        .take(top)
-        .map(|s| LoopOut {
-            body: s.body.iter().map(|&a| code.describe(a)).collect(),
-            insns_per_iteration: s.insns_per_iteration,
-            occurrences: s.occurrences,
-            iterations: s.iterations,
-            max_iterations: s.max_iterations,
-            total_insns: s.iterations * s.insns_per_iteration,
-        })
-        .collect()
-}
-
-fn function_outs(tree: &CallTree, top: usize) -> Vec<FunctionOut> {
-    let mut idx: Vec<usize> = (0..tree.functions.len()).collect();
-    idx.sort_by(|&a, &b| {
-        tree.self_insns[b]
-            .cmp(&tree.self_insns[a])
-            .then(tree.functions[a].name.cmp(&tree.functions[b].name))
-    });
-    idx.into_iter()
-        .take(top)
-        .map(|i| FunctionOut {
-            name: tree.functions[i].name.clone(),
-            addr: format!("{:#x}", tree.functions[i].entry),
-            calls: tree.call_counts[i],
-            self_insns: tree.self_insns[i],
-        })
-        .collect()
-}
-
-/// Super-block and loop statistics from in-memory layers (layer 1 and the first loop layer).
-fn stats_from_htr(htr: &Htr) -> (Vec<SuperBlockStat>, Vec<LoopStat>) {
-    let l1 = &htr.layers[1];
-    let mut occ = vec![0u64; l1.defs.len()];
-    for &u in &l1.units {
-        occ[u as usize] += 1;
-    }
-    let sbs = l1
-        .defs
-        .iter()
-        .zip(&occ)
-        .map(|(d, &n)| SuperBlockStat {
-            first_addr: d.first_addr,
-            insns: d.insns,
-            len: d.children.len() as u64,
-            occurrences: n,
-        })
-        .collect();
-    let mut loops: Vec<LoopStat> = Vec::new();
-    if let Some(l2) = htr.layers.get(2).filter(|l| l.kind == LayerKind::Loops) {
-        let mut by_body: BTreeMap<Vec<u32>, usize> = BTreeMap::new();
-        let mut occ2 = vec![0u64; l2.defs.len()];
-        for &u in &l2.units {
-            occ2[u as usize] += 1;
-        }
-        for (d, &n) in l2.defs.iter().zip(&occ2) {
-            if d.repeat < 2 || n == 0 {
-                continue;
-            }
-            let k = loops.len();
-            let i = *by_body.entry(d.children.clone()).or_insert(k);
-            if i == k {
-                loops.push(LoopStat {
-                    body: d
-                        .children
-                        .iter()
-                        .map(|&c| l1.defs[c as usize].first_addr)
-                        .collect(),
-                    insns_per_iteration: d
-                        .children
-                        .iter()
-                        .map(|&c| l1.defs[c as usize].insns)
-                        .sum(),
-                    occurrences: 0,
-                    iterations: 0,
-                    max_iterations: 0,
-                });
-            }
-            let s = &mut loops[i];
-            s.occurrences += n;
-            s.iterations += n * d.repeat as u64;
-            s.max_iterations = s.max_iterations.max(d.repeat as u64);
-        }
-    }
-    (sbs, loops)
-}
-
 fn summarize(a: SummarizeArgs) -> Result<()> {
     let file =
         MappedFile::open(&a.trace).with_context(|| format!("opening {}", a.trace.display()))?;
@@ -624,77 +360,29 @@ fn summarize(a: SummarizeArgs) -> Result<()> {
         threads: Vec::new(),
     };
     if fmt == Format::Binary && a.binary.is_none() {
-        // Streaming: memory proportional to distinct addresses. The file is mapped again here so
-        // pages already decoded can be dropped from the resident set.
-        let f = std::fs::File::open(&a.trace)
-            .with_context(|| format!("opening {}", a.trace.display()))?;
-        // SAFETY: the map is read-only; pcmap does not modify trace files while reading them.
-        let map = unsafe { memmap2::Mmap::map(&f) }
-            .with_context(|| format!("mapping {}", a.trace.display()))?;
-        let pt = PcmTrace::parse(&map, &label)?;
-        let release = |r: std::ops::Range<usize>| {
-            // SAFETY: DONTNEED on a read-only shared file mapping only drops clean page-cache
-            // pages from this process; touching them again re-reads the file.
-            let _ = unsafe {
-                map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    r.start,
-                    r.end - r.start,
-                )
-            };
-        };
-        for t in streaming::summarize_with(&pt, 16, &release)? {
+        // Streaming: memory proportional to distinct addresses; pages already decoded are
+        // dropped from the resident set.
+        let pt = PcmTrace::parse(data, &label)?;
+        for t in streaming::summarize_with(&pt, 16, &|r| file.release(r))? {
             out.insns += t.insns;
-            out.threads.push(ThreadOut {
-                tid: t.tid,
-                insns: t.insns,
-                units: t.units,
-                distinct_units: t.distinct_units,
-                gaps: t.gaps,
-                layer_units: vec![
-                    ("L0 instructions".into(), t.units),
-                    ("L1 super blocks".into(), t.layer1_units),
-                    ("L2 loops".into(), t.layer2_units),
-                ],
-                super_blocks: block_outs(&t.super_blocks, &NoCode, t.insns, a.top),
-                loops: loop_outs(&t.loops, &NoCode, a.top),
-                functions: None,
-            });
+            out.threads.push(ThreadOut::from_streaming(&t, a.top));
         }
     } else {
         let trace = Trace::read(data, &label)?;
         let code: Box<dyn CodeInfo> = match &a.binary {
-            Some(b) => Box::new(BinaryCode::load(b, &trace)?),
+            Some(b) => Box::new(load_code(b, &trace)?),
             None => Box::new(NoCode),
         };
         out.insns = trace.insns();
         for t in &trace.threads {
             let htr = Htr::build(t, &BuildOptions::default());
-            let (sbs, loops) = stats_from_htr(&htr);
-            let functions = a
-                .binary
-                .as_ref()
-                .map(|_| function_outs(&CallTree::build(&htr.layers[0], code.as_ref()), a.top));
-            out.threads.push(ThreadOut {
-                tid: t.tid,
-                insns: t.insns,
-                units: t.ids.len() as u64,
-                distinct_units: t.units.iter().filter(|u| !u.is_gap()).count() as u64,
-                gaps: t
-                    .ids
-                    .iter()
-                    .filter(|&&i| t.units[i as usize].is_gap())
-                    .count() as u64,
-                layer_units: htr
-                    .layers
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| (format!("L{i} {}", l.kind.name()), l.units.len() as u64))
-                    .collect(),
-                super_blocks: block_outs(&sbs, code.as_ref(), t.insns, a.top),
-                loops: loop_outs(&loops, code.as_ref(), a.top),
-                functions,
-            });
+            out.threads.push(ThreadOut::from_htr(
+                t,
+                &htr,
+                code.as_ref(),
+                a.binary.is_some(),
+                a.top,
+            ));
         }
     }
     let stdout = std::io::stdout();
@@ -709,94 +397,8 @@ fn summarize(a: SummarizeArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_summary(w: &mut dyn Write, s: &SummaryOut) -> Result<()> {
-    writeln!(
-        w,
-        "trace {} ({}): {} instructions, {} thread(s)",
-        s.trace,
-        s.format,
-        s.insns,
-        s.threads.len()
-    )?;
-    for t in &s.threads {
-        let tid = t.tid.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
-        writeln!(
-            w,
-            "\nthread {tid}: {} instructions, {} units ({} distinct addresses, {} gaps)",
-            t.insns, t.units, t.distinct_units, t.gaps
-        )?;
-        let layers: Vec<String> = t
-            .layer_units
-            .iter()
-            .map(|(n, u)| format!("{n} {u}"))
-            .collect();
-        writeln!(w, "  layers: {}", layers.join(", "))?;
-        writeln!(w, "  top super blocks by instructions:")?;
-        for b in &t.super_blocks {
-            writeln!(
-                w,
-                "    {:6.2}%  {:>12} insns  x{:<9} size {:<5} {}",
-                b.percent, b.total_insns, b.occurrences, b.insns, b.symbol
-            )?;
-        }
-        if !t.loops.is_empty() {
-            writeln!(w, "  loops:")?;
-            for l in &t.loops {
-                writeln!(
-                    w,
-                    "    {:>10} iterations in {} run(s) (max {}), {} insns/iteration: [{}]",
-                    l.iterations,
-                    l.occurrences,
-                    l.max_iterations,
-                    l.insns_per_iteration,
-                    l.body.join(", ")
-                )?;
-            }
-        }
-        if let Some(fs) = &t.functions {
-            writeln!(
-                w,
-                "  functions:   {:>10} {:>14}  name",
-                "calls", "self insns"
-            )?;
-            for f in fs {
-                writeln!(
-                    w,
-                    "               {:>10} {:>14}  {}",
-                    f.calls, f.self_insns, f.name
-                )?;
-            }
-        }
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------------------------
 // export
-
-fn lldb_layer(t: &ThreadTrace, code: &dyn CodeInfo) -> InstructionLayer {
-    let mut layer = InstructionLayer::default();
-    for (i, &id) in t.ids.iter().enumerate() {
-        let u = &t.units[id as usize];
-        layer.addrs.push(u.addr());
-        layer.insns.push(u.insns().max(1));
-        if u.is_gap() {
-            continue;
-        }
-        if code
-            .instruction(u.addr())
-            .is_some_and(|k| k.kind == InsnKind::Call)
-        {
-            let next = t.ids.get(i + 1).map(|&n| &t.units[n as usize]);
-            let callee = match next {
-                Some(n) if !n.is_gap() => code.function_at(n.addr()).map(|f| f.name.to_string()),
-                _ => None,
-            };
-            layer.add_call(u.addr(), callee);
-        }
-    }
-    layer
-}
 
 fn export(a: ExportArgs) -> Result<()> {
     if a.chrome.is_none() && a.folded.is_none() && a.flamegraph.is_none() {
@@ -818,14 +420,14 @@ fn export(a: ExportArgs) -> Result<()> {
         }
     }
     let code: Box<dyn CodeInfo> = match &a.binary {
-        Some(b) => Box::new(BinaryCode::load(b, &trace)?),
+        Some(b) => Box::new(load_code(b, &trace)?),
         None => Box::new(NoCode),
     };
     if let (Some(out), JsonFormat::Lldb) = (&a.chrome, a.format) {
         let Some(t) = trace.threads.first() else {
             bail!("{label}: the trace is empty")
         };
-        let htr = LldbHtr::build(lldb_layer(t, code.as_ref()));
+        let htr = LldbHtr::build(InstructionLayer::from_thread(t, code.as_ref()));
         write_atomic(out, |w| Ok(htr.write_json(w)?))?;
     }
     let need_htr = a.chrome.is_some() && a.format == JsonFormat::Chrome;
@@ -912,6 +514,5 @@ fn export(a: ExportArgs) -> Result<()> {
             })?;
         }
     }
-    let _ = GapReason::Filtered;
     Ok(())
 }
