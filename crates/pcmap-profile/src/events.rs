@@ -272,9 +272,10 @@ pub struct BinaryDesc<'a> {
     pub file_name: &'a [u8],
     /// The `PT_LOAD` segments.
     pub segments: Vec<Segment>,
-    /// An executable linked at a fixed address (`ET_EXEC`): run-time addresses are link-time
-    /// addresses. Otherwise (PIE executables, shared objects) addresses are translated through the
-    /// mapping's base address.
+    /// An executable linked at a fixed address (`ET_EXEC`): its mappings are kept even when no
+    /// executable segment matches their file offset (no translation). Addresses of every binary
+    /// are translated through the mapping's base address (0 for a fixed-address executable at its
+    /// link address).
     pub fixed_address: bool,
 }
 
@@ -287,6 +288,8 @@ pub struct PerfOptions {
     pub pid: Option<u32>,
     /// Accept a file whose build-id list does not include the binary's.
     pub ignore_build_id: bool,
+    /// In branch mode, also send each sample's ip as a [`Sample`] (block profiles count both).
+    pub sample_ips: bool,
 }
 
 /// Counts perf2bolt prints while reading perf.data.
@@ -298,6 +301,8 @@ pub struct PerfStats {
     pub samples: u64,
     /// Branch-stack entries of those samples (kernel entries excluded).
     pub entries: u64,
+    /// Samples of those processes without branch stack entries (branch mode).
+    pub samples_without_branch_stack: u64,
     /// Whether the file's build-id list names the binary.
     pub build_id_matched: bool,
     /// Processes whose samples were used.
@@ -399,9 +404,9 @@ fn name_to_use<'f>(
 
 /// Where the binary is mapped, per process: perf2bolt's rules over `MMAP2` records (pid -1,
 /// anonymous `//…`, `[…]` and `(deleted)` mappings ignored), by file name (or the build-id list's
-/// name for the binary's build-id); for fixed-address executables mappings that match no
-/// executable segment are ignored, for others the base address comes from the executable segment
-/// whose file offset matches the mapping's page offset. Then `FORK` (after the start of recording)
+/// name for the binary's build-id); the base address comes from the executable segment whose file
+/// offset matches the mapping's page offset; the first mapping of a process gives the start, later
+/// ones (more executable segments) extend the size. Then `FORK` (after the start of recording)
 /// gives the child its parent's mapping, `COMM exec` removes such an inherited mapping.
 pub fn binary_mappings(
     file: &PerfFile<'_>,
@@ -441,26 +446,22 @@ pub fn binary_mappings(
     let mut slot: HashMap<u32, usize> = HashMap::new();
     // perf2bolt keeps the mappings in a multimap keyed by name: same-name entries in file order.
     for m in raw.iter().filter(|r| r.name == name) {
-        let base = if bin.fixed_address {
-            if m.start != 0
-                && !bin.segments.iter().any(|s| {
-                    s.executable && s.vaddr >= m.start && s.vaddr - m.start < s.align.max(1)
-                })
-            {
-                continue;
-            }
-            0
-        } else {
-            let found = bin.segments.iter().find(|s| {
-                let a = s.align.max(1);
-                s.executable && s.offset / a * a == m.pgoff / a * a
-            });
-            match found {
-                Some(s) => m
-                    .start
-                    .wrapping_sub(s.vaddr.wrapping_sub(s.offset).wrapping_add(m.pgoff)),
-                None => continue,
-            }
+        // The base address from the executable segment whose file offset matches the mapping's
+        // page offset (perf2bolt's `getBaseAddressForMapping`). A fixed-address executable mapped
+        // at its link address gets base 0 (no translation); perf2bolt keeps its mappings even
+        // without such a segment, and so do we (base 0). Unlike perf2bolt, a fixed-address
+        // executable found mapped away from its link address is translated rather than ignored
+        // (perf2bolt then finds no profile at all).
+        let found = bin.segments.iter().find(|s| {
+            let a = s.align.max(1);
+            s.executable && s.offset / a * a == m.pgoff / a * a
+        });
+        let base = match found {
+            Some(s) => m
+                .start
+                .wrapping_sub(s.vaddr.wrapping_sub(s.offset).wrapping_add(m.pgoff)),
+            None if bin.fixed_address => 0,
+            None => continue,
         };
         let i = *slot.entry(m.pid).or_insert_with(|| {
             by_pid.push(Mapping {
@@ -518,10 +519,18 @@ pub fn binary_mappings(
     Ok(by_pid)
 }
 
+/// Whether any event of `file` records branch stacks (else only basic samples can be read).
+pub fn has_branch_stacks(file: &PerfFile<'_>) -> bool {
+    file.attrs
+        .iter()
+        .any(|a| a.sample_type & perfdata::sample_type::BRANCH_STACK != 0)
+}
+
 /// Read the samples of the binary from a parsed perf.data file into `sink`, with perf2bolt 22's
 /// rules: only processes that mapped the binary (optionally one, [`PerfOptions::pid`]); branch
 /// stacks become traces (kernel entries dropped) and basic samples one count at their ip;
-/// addresses are translated by [`Mapping::translate`] unless the binary is at a fixed address.
+/// addresses are translated by [`Mapping::translate`] (the identity inside a fixed-address
+/// executable's mapping).
 /// Before each run of samples of one event, an [`Event::Name`] with its name (`perf script`'s form,
 /// `name:`) is sent.
 pub fn read_perf_data<S: Sink>(
@@ -557,15 +566,14 @@ pub fn read_perf_data<S: Sink>(
         .map(|i| format!("{}:", file.event_name(i)).into_bytes())
         .collect();
     let mut last_attr = usize::MAX;
-    let fixed = bin.fixed_address;
     file.for_each_sample(|s| {
         let map = s
             .pid
             .and_then(|p| maps.binary_search_by_key(&p, |m| m.pid).ok())
             .map(|i| maps[i]);
-        let tr = |a: u64| match (fixed, &map) {
-            (true, _) | (false, None) => Loc::inside(a),
-            (false, Some(m)) => m.translate(a),
+        let tr = |a: u64| match &map {
+            Some(m) => m.translate(a),
+            None => Loc::inside(a),
         };
         if opts.basic {
             let Some(ip) = s.ip.filter(|&ip| ip != 0) else {
@@ -593,7 +601,19 @@ pub fn read_perf_data<S: Sink>(
             return;
         }
         stats.samples += 1;
-        let Some(stack) = &s.branch_stack else { return };
+        if opts.sample_ips
+            && let Some(ip) = s.ip
+        {
+            sink.event(&Event::Sample(Sample {
+                pid: s.pid,
+                at: tr(ip),
+                count: 1,
+            }));
+        }
+        let Some(stack) = s.branch_stack.filter(|b| !b.is_empty()) else {
+            stats.samples_without_branch_stack += 1;
+            return;
+        };
         let mut next_from: Option<Loc> = None;
         for e in stack.iter() {
             if e.from >= KERNEL_BASE || e.to >= KERNEL_BASE {

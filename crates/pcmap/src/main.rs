@@ -5,7 +5,6 @@
 //! any other failure, 2 usage errors (clap's own exit code).
 
 mod cmd;
-mod input;
 mod output;
 mod progress;
 

@@ -145,11 +145,13 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         let bin = pcmap_binary::Binary::parse(&bin_map)
             .with_context(|| format!("reading {}", args.binary.display()))?;
-        let desc = crate::input::binary_desc(&bin, &args.binary);
+        let desc =
+            pcmap_bbmap::profile::binary_desc(&bin, args.binary.as_os_str().as_encoded_bytes());
         let opts = PerfOptions {
             basic: args.basic_events,
             pid: args.pid,
             ignore_build_id: args.ignore_build_id,
+            sample_ips: false,
         };
         let (parsed, stats) = preagg::read_perf_data(&prof_map, &desc, &opts)
             .with_context(|| format!("reading {}", args.profile.display()))?;
