@@ -374,25 +374,27 @@ impl Mapping {
     }
 }
 
-fn basename(p: &[u8]) -> &[u8] {
+pub(crate) fn basename(p: &[u8]) -> &[u8] {
     match memchr::memrchr(b'/', p) {
         Some(i) => &p[i + 1..],
         None => p,
     }
 }
 
-/// The binary's file name as perf2bolt matches it: its own name, or, when no mapping has that
-/// name, the name the build-id list gives the binary's build-id.
-fn name_to_use<'f>(
-    file: &'f PerfFile<'_>,
-    bin: &BinaryDesc<'_>,
+/// The binary's file name as perf2bolt matches it against mapping file names (`names`, last path
+/// components): its own name, or, when no mapping has that name, the name the file's build-id
+/// list gives the binary's build-id.
+pub(crate) fn name_to_use(
+    file: &PerfFile<'_>,
+    build_id: Option<&[u8]>,
+    file_name: &[u8],
     names: &[&[u8]],
 ) -> Option<Vec<u8>> {
-    let own = basename(bin.file_name);
+    let own = basename(file_name);
     if names.contains(&own) {
         return Some(own.to_vec());
     }
-    let id = bin.build_id?;
+    let id = build_id?;
     file.build_ids
         .iter()
         .find(|e| {
@@ -439,7 +441,7 @@ pub fn binary_mappings(
         true
     })?;
     let names: Vec<&[u8]> = raw.iter().map(|r| r.name.as_slice()).collect();
-    let Some(name) = name_to_use(file, bin, &names) else {
+    let Some(name) = name_to_use(file, bin.build_id, bin.file_name, &names) else {
         return Ok(Vec::new());
     };
     let mut by_pid: Vec<Mapping> = Vec::new();
