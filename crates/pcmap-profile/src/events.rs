@@ -501,8 +501,11 @@ pub fn binary_mappings(
                 }
             }
             Record::Fork(t) if t.pid != t.ppid => {
+                // perf2bolt reads the time `perf script` prints (seconds and microseconds): a
+                // fork in the first microsecond counts as "before recording" and is skipped
+                // (the child then needs its own mappings).
                 let time = t.sample_id.time.unwrap_or(t.time);
-                if time != 0
+                if time / 1000 != 0
                     && !slot.contains_key(&t.pid)
                     && let Some(&p) = slot.get(&t.ppid)
                 {

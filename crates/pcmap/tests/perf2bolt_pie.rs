@@ -143,6 +143,8 @@ struct Process {
     pid: u32,
     base: u64,
     samples: u64,
+    /// Forked (after recording started) from this process instead of mapping the binary itself.
+    parent: Option<u32>,
 }
 
 /// A perf.data file with branch-stack samples of `bin` loaded at `base` in each process (one
@@ -171,6 +173,10 @@ fn branch_stacks(bin: &Path, procs: &[Process], seed: u64) -> Vec<u8> {
     let other = b"/usr/lib/x86_64-linux-gnu/libother.so".as_slice();
     let other_base = 0x7f12_3400_0000u64;
     for p in procs {
+        if let Some(parent) = p.parent {
+            w.task(false, p.pid, parent, p.pid, parent, 5_000_000);
+            continue;
+        }
         w.comm(p.pid, p.pid, b"prog", 1);
         for l in phdrs
             .lines()
@@ -271,6 +277,7 @@ fn branch_stacks_of_a_pie_executable_match_perf2bolt() {
         pid: 4242,
         base: PIE_BASE,
         samples: 400,
+        parent: None,
     }];
     std::fs::write(&data, branch_stacks(&bin, &procs, 7)).unwrap();
     check_branch_stacks(&bin, &data, &dir, &[]);
@@ -285,6 +292,7 @@ fn branch_stacks_of_a_shared_library_match_perf2bolt() {
         pid: 777,
         base: LIB_BASE,
         samples: 400,
+        parent: None,
     }];
     std::fs::write(&data, branch_stacks(&lib, &procs, 11)).unwrap();
     check_branch_stacks(&lib, &data, &dir, &[]);
@@ -295,22 +303,32 @@ fn pid_selects_one_of_two_processes_like_perf2bolt() {
     let dir = tk::scratch_dir("cli-perf2bolt-pie-pid");
     let bin = pie_program(&dir);
     let data = dir.join("two.perf.data");
-    // Two processes with the binary at different addresses (ASLR).
+    // Two processes with the binary at different addresses (ASLR), and a child forked from the
+    // first one (it inherits the mapping).
     let procs = [
         Process {
             pid: 100,
             base: PIE_BASE,
             samples: 300,
+            parent: None,
         },
         Process {
             pid: 200,
             base: PIE_BASE + 0x1234_5000,
             samples: 200,
+            parent: None,
+        },
+        Process {
+            pid: 150,
+            base: PIE_BASE,
+            samples: 100,
+            parent: Some(100),
         },
     ];
     std::fs::write(&data, branch_stacks(&bin, &procs, 3)).unwrap();
     check_branch_stacks(&bin, &data, &dir, &[]);
     check_branch_stacks(&bin, &data, &dir, &["--pid", "200"]);
+    check_branch_stacks(&bin, &data, &dir, &["--pid", "150"]);
     // A pid that did not map the binary: both fail, we without output.
     let out = dir.join("none.fdata");
     let o = tk::run(
