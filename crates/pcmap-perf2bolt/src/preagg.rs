@@ -65,6 +65,8 @@ pub struct PreAggregated {
 #[derive(Debug, Default)]
 pub struct TraceSink {
     out: PreAggregated,
+    /// Traces of later chunks, concatenated once in [`TraceSink::finish`] (one exact allocation).
+    later: Vec<Vec<(Trace, TraceCounts)>>,
 }
 
 impl Sink for TraceSink {
@@ -133,11 +135,8 @@ impl Sink for TraceSink {
 impl ParallelSink for TraceSink {
     fn merge(mut self, later: Self) -> Self {
         let (a, b) = (&mut self.out, later.out);
-        if a.traces.is_empty() {
-            a.traces = b.traces;
-        } else {
-            a.traces.extend(b.traces);
-        }
+        self.later.push(b.traces);
+        self.later.extend(later.later);
         for (k, v) in b.samples {
             let e = a.samples.entry(k).or_default();
             *e = e.wrapping_add(v);
@@ -158,6 +157,11 @@ impl TraceSink {
     /// Sort the traces by (from, branch, to) and merge duplicates.
     pub fn finish(self) -> PreAggregated {
         let mut out = self.out;
+        out.traces
+            .reserve_exact(self.later.iter().map(Vec::len).sum());
+        for part in self.later {
+            out.traces.extend(part);
+        }
         out.traces
             .par_sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
         // Merge duplicates in place (`dedup_by` hands over the later element first).
