@@ -696,4 +696,112 @@ mod tests {
         assert_eq!(m.translate(0x10).addr, u64::MAX);
         assert!(m.translate(0x7fff_0000_0000).outside);
     }
+
+    fn desc(fixed: bool) -> BinaryDesc<'static> {
+        BinaryDesc {
+            build_id: None,
+            file_name: b"/opt/prog",
+            segments: vec![Segment {
+                vaddr: 0x1000,
+                offset: 0x1000,
+                file_size: 0x2000,
+                mem_size: 0x2000,
+                align: 0x1000,
+                executable: true,
+            }],
+            fixed_address: fixed,
+        }
+    }
+
+    #[test]
+    fn perf_data_processes_forks_execs_and_kernel_entries() {
+        use crate::perfdata::writer::{Options, SampleSpec, Writer};
+        use crate::perfdata::{BranchEntry, PerfFile};
+        let base = 0x5555_0000_0000u64;
+        let mut w = Writer::new(Options::default());
+        w.comm(1, 1, b"prog", 1);
+        w.mmap2(1, 1, base + 0x1000, 0x2000, 0x1000, b"/opt/prog", 2);
+        w.mmap2(1, 1, 0x7f00_0000_0000, 0x1000, 0, b"[vdso]", 2);
+        // 2 inherits the mapping; 3 inherits it and then runs another program.
+        w.task(false, 2, 1, 2, 1, 5_000_000);
+        w.task(false, 3, 1, 3, 1, 5_000_000);
+        w.comm(3, 3, b"other", 6_000_000);
+        let stack = |a: u64, b: u64| {
+            vec![
+                BranchEntry {
+                    from: base + a,
+                    to: base + b,
+                    flags: 1,
+                },
+                BranchEntry {
+                    from: 0xffff_ffff_8100_0000,
+                    to: base + a - 4,
+                    flags: 0,
+                },
+                BranchEntry {
+                    from: base + 0x1800,
+                    to: base + 0x1700,
+                    flags: 0,
+                },
+            ]
+        };
+        for pid in [1, 2, 3, 4] {
+            w.sample(&SampleSpec {
+                ip: base + 0x1100,
+                pid,
+                tid: pid,
+                time: 10_000_000,
+                period: 1,
+                branches: stack(0x1200, 0x1300),
+                hw_idx: 0,
+            });
+        }
+        let data = w.finish();
+        let file = PerfFile::parse(&data).unwrap();
+        let maps = binary_mappings(&file, &desc(false)).unwrap();
+        assert_eq!(maps.iter().map(|m| m.pid).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(maps[0].base, base);
+        let mut c = Collect::default();
+        let stats = read_perf_data(&file, &desc(false), &PerfOptions::default(), &mut c).unwrap();
+        assert_eq!((stats.total_samples, stats.samples, stats.pids), (4, 2, 2));
+        // Two entries per sample (the kernel one is dropped): a branch-only trace (the newest),
+        // then a trace whose fall-through ends at the newest entry's source.
+        assert_eq!(stats.entries, 4);
+        assert_eq!(c.0.len(), 4);
+        assert!(c.0[0].contains("BranchOnly") && c.0[0].contains("addr: 4608"));
+        assert!(c.0[1].contains("Taken") && c.0[1].contains("addr: 6144"));
+        // Several inputs feed one sink; --pid keeps one process.
+        let opts = PerfOptions {
+            pid: Some(2),
+            ..Default::default()
+        };
+        let stats = read_perf_data(&file, &desc(false), &opts, &mut c).unwrap();
+        assert_eq!((stats.samples, stats.pids, c.0.len()), (1, 1, 6));
+        let opts = PerfOptions {
+            pid: Some(3),
+            ..Default::default()
+        };
+        assert!(matches!(
+            read_perf_data(&file, &desc(false), &opts, &mut c),
+            Err(PerfError::PidNotFound { pid: 3 })
+        ));
+        let other = BinaryDesc {
+            file_name: b"/opt/else",
+            ..desc(false)
+        };
+        assert!(matches!(
+            read_perf_data(&file, &other, &PerfOptions::default(), &mut c),
+            Err(PerfError::NotMapped { .. })
+        ));
+        // Basic samples: one per sample of the binary's processes, after the event's name.
+        let opts = PerfOptions {
+            basic: true,
+            ..Default::default()
+        };
+        let mut c = Collect::default();
+        let stats = read_perf_data(&file, &desc(false), &opts, &mut c).unwrap();
+        assert_eq!(stats.total_samples, 2);
+        assert_eq!(c.0.len(), 3);
+        assert!(c.0[0].starts_with("Name") && c.0[1].contains("addr: 4352"));
+    }
 }
