@@ -111,11 +111,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let bolted = bat.is_some();
 
-    let prof_file = std::fs::File::open(&args.profile)
+    let prof_file = pcmap_binary::MappedFile::open(&args.profile)
         .with_context(|| format!("opening {}", args.profile.display()))?;
-    // SAFETY: as above.
-    let prof_map = unsafe { memmap2::Mmap::map(&prof_file) }
-        .with_context(|| format!("mapping {}", args.profile.display()))?;
+    let prof_map = prof_file.bytes();
     // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
     let to_stdout = args.output.as_os_str() != "-";
     let say = |s: String| {
@@ -127,7 +125,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let parsed = if args.pre_aggregated {
         let bar = crate::progress::bytes(prof_map.len() as u64, "reading profile");
-        let parsed = preagg::parse(&prof_map, &|n| bar.inc(n)).map_err(|e| match e {
+        let parsed = preagg::parse(prof_map, &|n| bar.inc(n)).map_err(|e| match e {
             pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
                 "{}:{p} (pre-aggregated profile line {}, column {})",
                 args.profile.display(),
@@ -153,7 +151,7 @@ pub fn run(args: Args) -> Result<()> {
             ignore_build_id: args.ignore_build_id,
             sample_ips: false,
         };
-        let (parsed, stats) = preagg::read_perf_data(&prof_map, &desc, &opts)
+        let (parsed, stats) = preagg::read_perf_data(prof_map, &desc, &opts)
             .with_context(|| format!("reading {}", args.profile.display()))?;
         if args.basic_events {
             say(format!(
