@@ -1,5 +1,5 @@
 //! The aggregator's input: perf2bolt's merged trace records, built by a
-//! [`Sink`](pcmap_profile::events::Sink) of `pcmap-profile`'s branch-event pipeline from either
+//! [`pcmap_profile::events::Sink`] of `pcmap-profile`'s branch-event pipeline from either
 //! input (pre-aggregated text read in parallel chunks, or perf.data).
 //!
 //! Each chunk's sink collects its records; the chunks are concatenated in input order, then sorted

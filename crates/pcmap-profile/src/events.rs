@@ -7,7 +7,7 @@
 //!   `r`). Each carries the process id when the input knows it, and each address says whether it
 //!   belongs to the profiled binary ([`Loc::outside`]).
 //! * Producers: [`read_preaggregated`] / [`read_preaggregated_parallel`] (perf2bolt 22's `--pa`
-//!   dialect, see [`preagg`](crate::preagg)) and [`read_perf_data`] (branch stacks or basic samples
+//!   dialect, see [`crate::preagg`]) and [`read_perf_data`] (branch stacks or basic samples
 //!   of the processes that mapped the binary, addresses translated to the binary's link-time
 //!   addresses by perf2bolt's rules for fixed-address executables, PIE executables and shared
 //!   objects). Several inputs may feed one sink: call the producers one after the other.

@@ -16,7 +16,12 @@
 //! * YAML: [`yaml::Profile`], [`yaml::Header`], [`yaml::Function`], [`yaml::Block`], [`yaml::CallSite`],
 //!   [`yaml::Successor`];
 //! * perf.data: [`perfdata::PerfFile`], [`perfdata::Record`], [`perfdata::Sample`], [`perfdata::BranchEntry`],
-//!   [`perfdata::MmapTable`].
+//!   [`perfdata::MmapTable`];
+//! * the branch-event pipeline every profile consumer reads through: [`events::Event`] ([`events::Sample`],
+//!   [`events::Trace`] with [`events::TraceKind`], addresses as [`events::Loc`]), consumed by an
+//!   [`events::Sink`] / [`events::ParallelSink`], produced by [`events::read_preaggregated`],
+//!   [`events::read_preaggregated_parallel`] and [`events::read_perf_data`] (the binary described by
+//!   [`events::BinaryDesc`]).
 //!
 //! ```
 //! use pcmap_profile::{fdata, preagg, yaml};
