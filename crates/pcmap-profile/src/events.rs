@@ -409,7 +409,8 @@ pub(crate) fn name_to_use(
 /// name for the binary's build-id); the base address comes from the executable segment whose file
 /// offset matches the mapping's page offset; the first mapping of a process gives the start, later
 /// ones (more executable segments) extend the size. Then `FORK` (after the start of recording)
-/// gives the child its parent's mapping, `COMM exec` removes such an inherited mapping.
+/// gives the child its parent's mapping, `COMM exec` removes such an inherited mapping. `EXIT`
+/// records change nothing (perf2bolt ignores them too: a process's samples all precede its exit).
 pub fn binary_mappings(
     file: &PerfFile<'_>,
     bin: &BinaryDesc<'_>,
