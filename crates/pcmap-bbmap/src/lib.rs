@@ -8,9 +8,13 @@
 //!   objects (RELA, REL, CREL), compressed sections, ELF32/64, both byte orders.
 //! * [`index`]: one address-sorted table of all blocks with O(log n) lookups and Propeller's rules
 //!   for zero-sized blocks and branch sources versus targets.
-//! * [`profile`]: attribution of IP samples and branch records to blocks.
+//! * [`attribute`]: the one block attributor (Propeller's rules for calls, returns, branches and
+//!   fall-throughs), used by [`profile`] and by the Propeller CFG builder.
+//! * [`profile`]: attribution of IP samples and branch records to blocks, fed by
+//!   `pcmap-profile`'s branch-event pipeline ([`profile::ProfileSink`]).
 //!
-//! This crate depends on nothing else of pcmap's, so it can be fuzzed and published alone.
+//! Of pcmap's crates this one depends on `pcmap-profile` (the event types) and, with the `elf`
+//! feature, `pcmap-binary` (to describe a binary to the perf.data reader).
 //!
 //! # Using the block index (read-only API for the Propeller capability)
 //!
@@ -41,6 +45,7 @@
 //! [`profile::BlockProfile`] attributes samples, branches and fall-throughs with the same rules.
 #![deny(missing_docs)]
 
+pub mod attribute;
 pub mod decode;
 #[cfg(feature = "elf")]
 pub mod elf;

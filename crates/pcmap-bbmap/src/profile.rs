@@ -1,23 +1,26 @@
 //! Block profiles: IP samples and branch records attributed to blocks of a [`BlockIndex`].
 //!
 //! * A sample counts for the block containing its IP ([`BlockIndex::lookup`]).
-//! * A branch `from -> to` becomes an edge between the source block
-//!   ([`BlockIndex::lookup_branch_source`]) and the target block
-//!   ([`BlockIndex::lookup_branch_target`]), classified as Propeller does: a *call* lands exactly
-//!   on a function's entry block start; a *return* lands inside a block (not at its start), or at
-//!   a block start right after a `HasReturn` block of another function; any other landing is a
-//!   *branch* (same function) or an *inter-function* jump. Branches are summed per distinct
-//!   address pair first, so each distinct pair is looked up once.
+//! * A branch `from -> to` becomes an edge between the source block and the target block,
+//!   classified by the one block attributor ([`crate::attribute`], Propeller's rules: call,
+//!   return, branch, inter-function). Branches are summed per distinct address pair first, so
+//!   each distinct pair is looked up once.
 //! * A fall-through range `[start, end]` (from a branch target to the next branch source) adds a
-//!   fall-through edge between every pair of consecutive blocks it covers, which must be in the
-//!   same function range; otherwise it is counted as invalid.
+//!   fall-through edge between every pair of consecutive blocks it covers when the attributor
+//!   finds it valid (same function range, every block but the last `CanFallThrough`); otherwise
+//!   it is counted as invalid.
+//! * [`ProfileSink`] reads any input of `pcmap-profile`'s branch-event pipeline (pre-aggregated
+//!   text, perf.data) into a profile: addresses outside the binary are counted as unmapped.
 //!
 //! Records that do not map are counted, never dropped silently. Work is split over rayon threads
 //! in chunks; feed records in slices of a few million to keep memory bounded.
 
+use pcmap_profile::events::{Event, Sink, TraceKind};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+pub use crate::attribute::EdgeKind;
+use crate::attribute::{self, BlockFacts, BlockLookup, BranchClass, FallThroughClass};
 use crate::index::BlockIndex;
 
 /// An IP sample with a count.
@@ -51,20 +54,6 @@ pub struct FallThrough {
     pub end: u64,
     /// Times executed.
     pub count: u64,
-}
-
-/// How a branch edge relates the two blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EdgeKind {
-    /// Within a function, landing at a block start.
-    Branch,
-    /// Landing exactly at a function's entry address.
-    Call,
-    /// Landing inside a block (after a call), or at a block start right after a block that
-    /// returns (`HasReturn`).
-    Return,
-    /// Between functions, neither call nor return.
-    InterFunction,
 }
 
 /// Pack a branch edge into one hash key: 31 bits per position, 2 bits of kind.
@@ -215,30 +204,17 @@ impl BlockProfile {
 
     fn add_one_fallthrough(&mut self, index: &BlockIndex, f: &FallThrough) {
         self.total_fallthroughs += f.count;
-        let (Some(s), Some(e)) = (
-            index.lookup_branch_target(f.start),
-            index.lookup_branch_source(f.end),
-        ) else {
-            self.unmapped_fallthroughs += f.count;
-            return;
-        };
-        if e < s || f.end < f.start {
-            self.invalid_fallthroughs += f.count;
-            return;
-        }
-        let same = |a: usize, b: usize| {
-            index.function_of(a) == index.function_of(b)
-                && index.block(a).handle.range == index.block(b).handle.range
-        };
-        if !same(s, e) || (s..e).any(|p| !same(p, p + 1)) {
-            self.invalid_fallthroughs += f.count;
-            return;
-        }
-        for p in s..e {
-            *self
-                .fallthrough_edges
-                .entry((p as u32, p as u32 + 1))
-                .or_default() += f.count;
+        match attribute::classify_fall_through(index, f.start, f.end) {
+            FallThroughClass::Valid { first, last, .. } => {
+                for p in first..last {
+                    *self
+                        .fallthrough_edges
+                        .entry((p as u32, p as u32 + 1))
+                        .or_default() += f.count;
+                }
+            }
+            FallThroughClass::Unmapped => self.unmapped_fallthroughs += f.count,
+            FallThroughClass::Invalid => self.invalid_fallthroughs += f.count,
         }
     }
 }
@@ -252,24 +228,154 @@ fn part_len(len: usize) -> usize {
 /// Map a branch to (source position, target position, kind), or `None` if an end is unmapped.
 #[inline]
 pub fn classify_branch(index: &BlockIndex, from: u64, to: u64) -> Option<(u32, u32, EdgeKind)> {
-    let s = index.lookup_branch_source(from)?;
-    let t = index.lookup_branch_target(to)?;
-    let (t_start, _) = index.span(t);
-    let (sf, tf) = (index.function_of(s), index.function_of(t));
-    let kind = if t_start == to && index.is_entry(t) {
-        EdgeKind::Call
-    } else if t_start != to
-        || (sf != tf
-            && t > 0
-            && index.span(t - 1).1 == to
-            && index.has_return(t - 1)
-            && index.function_of(t - 1) == tf)
-    {
-        EdgeKind::Return
-    } else if sf == tf {
-        EdgeKind::Branch
-    } else {
-        EdgeKind::InterFunction
-    };
-    Some((s as u32, t as u32, kind))
+    match attribute::classify_branch(index, from, to) {
+        BranchClass::Edge { from, to, kind } => Some((from as u32, to as u32, kind)),
+        _ => None,
+    }
+}
+
+impl BlockLookup for BlockIndex {
+    #[inline]
+    fn source_block(&self, addr: u64) -> Option<usize> {
+        self.lookup_branch_source(addr)
+    }
+    #[inline]
+    fn target_block(&self, addr: u64) -> Option<usize> {
+        self.lookup_branch_target(addr)
+    }
+    #[inline]
+    fn facts(&self, b: usize) -> BlockFacts {
+        let blk = self.block(b);
+        BlockFacts {
+            start: self.span(b).0,
+            function: self.function_of(b),
+            range: blk.handle.range,
+            entry: self.is_entry(b),
+            has_return: self.has_return(b),
+            can_fall_through: blk.metadata.can_fall_through(),
+        }
+    }
+}
+
+/// Records are attributed in batches of this many (bounded memory, parallel attribution).
+const BATCH: usize = 1 << 22;
+
+/// A [`Sink`] of `pcmap-profile`'s branch-event pipeline that attributes samples, branches and
+/// fall-throughs to the blocks of `index` in batches. Call [`ProfileSink::finish`] at the end.
+#[derive(Debug)]
+pub struct ProfileSink<'i> {
+    index: &'i BlockIndex,
+    profile: BlockProfile,
+    samples: Vec<Sample>,
+    branches: Vec<Branch>,
+    falls: Vec<FallThrough>,
+}
+
+impl<'i> ProfileSink<'i> {
+    /// A sink adding to an empty profile.
+    pub fn new(index: &'i BlockIndex) -> Self {
+        ProfileSink {
+            index,
+            profile: BlockProfile::default(),
+            samples: Vec::new(),
+            branches: Vec::new(),
+            falls: Vec::new(),
+        }
+    }
+
+    fn flush(&mut self) {
+        let (index, p) = (self.index, &mut self.profile);
+        p.add_samples(index, &self.samples);
+        p.add_branches(index, &self.branches);
+        p.add_fallthroughs(index, &self.falls);
+        self.samples.clear();
+        self.branches.clear();
+        self.falls.clear();
+    }
+
+    /// Attribute what is left and return the profile.
+    pub fn finish(mut self) -> BlockProfile {
+        self.flush();
+        self.profile
+    }
+}
+
+impl Sink for ProfileSink<'_> {
+    fn event(&mut self, e: &Event<'_>) {
+        let p = &mut self.profile;
+        match *e {
+            Event::Name(_) => {}
+            Event::Sample(s) => match s.at.binary_addr() {
+                Some(ip) => self.samples.push(Sample { ip, count: s.count }),
+                None => {
+                    p.unmapped_samples += s.count;
+                    p.total_samples += s.count;
+                }
+            },
+            Event::Trace(t) => {
+                // `R 0 …`: a return from outside the binary, no branch to count.
+                let external_return = t.kind == TraceKind::Return && t.branch.addr == 0;
+                if t.kind.has_branch() && !external_return {
+                    match (t.branch.binary_addr(), t.from.binary_addr()) {
+                        (Some(from), Some(to)) => self.branches.push(Branch {
+                            from,
+                            to,
+                            count: t.count,
+                            mispredicts: t.mispreds,
+                        }),
+                        _ => {
+                            p.unmapped_branches += t.count;
+                            p.total_branches += t.count;
+                        }
+                    }
+                }
+                if t.kind.has_fall_through() {
+                    match (t.from.binary_addr(), t.to.binary_addr()) {
+                        (Some(start), Some(end)) => self.falls.push(FallThrough {
+                            start,
+                            end,
+                            count: t.count,
+                        }),
+                        _ => {
+                            p.unmapped_fallthroughs += t.count;
+                            p.total_fallthroughs += t.count;
+                        }
+                    }
+                }
+            }
+        }
+        if self.samples.len() >= BATCH || self.branches.len() >= BATCH || self.falls.len() >= BATCH
+        {
+            self.flush();
+        }
+    }
+}
+
+/// Describe a parsed binary (opened from `path`) to `pcmap-profile`'s perf.data reader: build-id,
+/// file name, `PT_LOAD` segments, and whether it is a fixed-address executable.
+#[cfg(feature = "elf")]
+pub fn binary_desc<'a>(
+    bin: &pcmap_binary::Binary<'a>,
+    path: &'a [u8],
+) -> pcmap_profile::events::BinaryDesc<'a> {
+    /// `PF_X`.
+    const PF_X: u32 = 1;
+    pcmap_profile::events::BinaryDesc {
+        build_id: bin.build_id(),
+        file_name: path,
+        segments: bin
+            .segments()
+            .iter()
+            .filter(|s| s.p_type == pcmap_binary::PT_LOAD)
+            .map(|s| pcmap_profile::events::Segment {
+                vaddr: s.vaddr,
+                offset: s.offset,
+                file_size: s.file_size,
+                mem_size: s.mem_size,
+                align: s.align,
+                executable: s.flags & PF_X != 0,
+            })
+            .collect(),
+        fixed_address: bin.kind() == pcmap_binary::FileKind::Executable,
+    }
 }

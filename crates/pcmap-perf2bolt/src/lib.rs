@@ -4,8 +4,9 @@
 //!   sizes and "max sizes", PLT pseudo functions);
 //! * [`cfg`](mod@cfg): CFGs built like BOLT's from the disassembly (leaders, successor order, jump tables,
 //!   tail calls, which functions are simple);
-//! * [`preagg`] and [`perfdata`]: pre-aggregated text and perf.data (branch stacks and basic
-//!   samples) into the same merged trace records;
+//! * [`preagg`]: the aggregator's input, merged trace records built by a sink of
+//!   `pcmap-profile`'s branch-event pipeline from pre-aggregated text or perf.data (branch stacks
+//!   and basic samples; fixed-address, PIE and shared-object binaries);
 //! * [`aggregate`]: taken branches, fall-through validation with call continuation, external
 //!   origins, returns, statistics, in parallel over address-sorted traces;
 //! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`hash`]: BOLT's xxh3 function hash over
@@ -16,7 +17,7 @@
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
 //! ([`aggregate::Aggregator::with_bat`]) for fdata and BAT YAML output.
 //!
-//! Not covered yet: landing pads (C++ exceptions), perf.data of position-independent binaries.
+//! Not covered yet: landing pads (C++ exceptions).
 
 pub mod aggregate;
 pub mod block_hash;
@@ -28,7 +29,6 @@ pub mod hash;
 pub mod image;
 #[rustfmt::skip]
 pub mod opcode_table;
-pub mod perfdata;
 pub mod preagg;
 pub mod stringmap;
 pub mod yaml;
@@ -41,15 +41,8 @@ pub enum Error {
     Elf(String),
     /// The perf.data file cannot be used.
     #[error("perf.data: {0}")]
-    PerfData(String),
+    PerfData(#[from] pcmap_profile::events::PerfError),
     /// A pre-aggregated profile line is malformed.
-    #[error("pre-aggregated profile line {line}, column {column}: {message}")]
-    Parse {
-        /// 1-based line number.
-        line: u64,
-        /// 1-based column.
-        column: usize,
-        /// What was expected.
-        message: String,
-    },
+    #[error("pre-aggregated profile line {}, column {}", .0.pos.line, .0.pos.column)]
+    Preagg(#[from] pcmap_profile::preagg::Error),
 }

@@ -1,15 +1,13 @@
-//! Parallel reader of perf2bolt's pre-aggregated profile format (`--pa`), merging duplicate
-//! records while it reads.
+//! The aggregator's input: perf2bolt's merged trace records, built by a
+//! [`pcmap_profile::events::Sink`] of `pcmap-profile`'s branch-event pipeline from either
+//! input (pre-aggregated text read in parallel chunks, or perf.data).
 //!
-//! The input is split at line boundaries into chunks parsed on rayon's threads; the records
-//! (keyed like perf2bolt's `Trace`: branch, from, to) are then sorted in parallel by address and
-//! duplicates merged, so what is kept is proportional to distinct records. Syntax follows perf2bolt 22 strictly: fields separated by
-//! spaces, hexadecimal addresses without `0x`, an optional `<id>:` prefix on locations (ignored),
-//! decimal counts, and every line ending in `\n`.
-//!
-//! Hand-written rather than using `pcmap-profile`'s reader because aggregation needs the
-//! chunked, merging, parallel form to stay within the time and memory budget.
+//! Each chunk's sink collects its records; the chunks are concatenated in input order, then sorted
+//! in parallel by address and duplicates merged, so what is kept is proportional to distinct
+//! records. Location prefixes (`<id>:`) are ignored, as perf2bolt ignores them.
 
+use pcmap_profile::events::{self, Event, ParallelSink, Sink, TraceKind};
+use pcmap_profile::perfdata::PerfFile;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -62,286 +60,145 @@ pub struct PreAggregated {
     pub total_samples: u64,
 }
 
-/// One chunk's records.
-#[derive(Default)]
-struct ChunkRecords {
-    /// Records in file order; duplicates are merged after the global sort.
-    traces: Vec<(Trace, TraceCounts)>,
-    samples: FxHashMap<u64, u64>,
-    returns: FxHashSet<u64>,
-    events: Vec<String>,
-    entries: u64,
-    total_samples: u64,
+/// A [`Sink`] that collects events into [`PreAggregated`] (one per chunk when reading in
+/// parallel); [`TraceSink::finish`] merges duplicates.
+#[derive(Debug, Default)]
+pub struct TraceSink {
+    out: PreAggregated,
+    /// Traces of later chunks, concatenated once in [`TraceSink::finish`] (one exact allocation).
+    later: Vec<Vec<(Trace, TraceCounts)>>,
 }
 
-impl PreAggregated {
-    fn merge(mut self, other: ChunkRecords) -> PreAggregated {
-        self.traces.extend(other.traces);
-        for (k, v) in other.samples {
-            let e = self.samples.entry(k).or_default();
+impl Sink for TraceSink {
+    fn event(&mut self, e: &Event<'_>) {
+        let out = &mut self.out;
+        out.entries += 1;
+        let t = match *e {
+            Event::Name(name) => {
+                if !out.events.iter().any(|n| n.as_bytes() == name) {
+                    out.events.push(String::from_utf8_lossy(name).into_owned());
+                }
+                return;
+            }
+            Event::Sample(s) => {
+                out.total_samples = out.total_samples.wrapping_add(s.count);
+                let e = out.samples.entry(s.at.addr).or_default();
+                *e = e.wrapping_add(s.count);
+                return;
+            }
+            Event::Trace(t) => t,
+        };
+        out.total_samples = out.total_samples.wrapping_add(t.count);
+        let (branch, from, to) = (t.branch.addr, t.from.addr, t.to.addr);
+        let trace = match t.kind {
+            TraceKind::Taken => Trace { branch, from, to },
+            TraceKind::Return => {
+                let branch = if branch == 0 {
+                    FT_EXTERNAL_RETURN
+                } else {
+                    out.returns.insert(branch);
+                    branch
+                };
+                Trace { branch, from, to }
+            }
+            TraceKind::BranchOnly => Trace {
+                branch,
+                from,
+                to: BR_ONLY,
+            },
+            TraceKind::FallThrough => Trace {
+                branch: FT_ONLY,
+                from,
+                to,
+            },
+            TraceKind::ExternalOrigin => Trace {
+                branch: FT_EXTERNAL_ORIGIN,
+                from,
+                to,
+            },
+            TraceKind::ExternalReturn => Trace {
+                branch: FT_EXTERNAL_RETURN,
+                from,
+                to,
+            },
+        };
+        out.traces.push((
+            trace,
+            TraceCounts {
+                count: t.count,
+                mispreds: t.mispreds,
+            },
+        ));
+    }
+}
+
+impl ParallelSink for TraceSink {
+    fn merge(mut self, later: Self) -> Self {
+        let (a, b) = (&mut self.out, later.out);
+        self.later.push(b.traces);
+        self.later.extend(later.later);
+        for (k, v) in b.samples {
+            let e = a.samples.entry(k).or_default();
             *e = e.wrapping_add(v);
         }
-        self.returns.extend(other.returns);
-        for e in other.events {
-            if !self.events.contains(&e) {
-                self.events.push(e);
+        a.returns.extend(b.returns);
+        for e in b.events {
+            if !a.events.contains(&e) {
+                a.events.push(e);
             }
         }
-        self.entries += other.entries;
-        self.total_samples = self.total_samples.wrapping_add(other.total_samples);
+        a.entries += b.entries;
+        a.total_samples = a.total_samples.wrapping_add(b.total_samples);
         self
     }
 }
 
-/// Parse a whole pre-aggregated file in parallel. `progress` is called with byte counts as
+impl TraceSink {
+    /// Sort the traces by (from, branch, to) and merge duplicates.
+    pub fn finish(self) -> PreAggregated {
+        let mut out = self.out;
+        out.traces
+            .reserve_exact(self.later.iter().map(Vec::len).sum());
+        for part in self.later {
+            out.traces.extend(part);
+        }
+        out.traces
+            .par_sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
+        // Merge duplicates in place (`dedup_by` hands over the later element first).
+        out.traces.dedup_by(|(t, c), (kt, kc)| {
+            if t != kt {
+                return false;
+            }
+            kc.count = kc.count.wrapping_add(c.count);
+            kc.mispreds = kc.mispreds.wrapping_add(c.mispreds);
+            true
+        });
+        out.traces.shrink_to_fit();
+        out
+    }
+}
+
+/// Read a whole pre-aggregated file in parallel. `progress` is called with byte counts as
 /// chunks finish.
 pub fn parse(data: &[u8], progress: &(dyn Fn(u64) + Sync)) -> Result<PreAggregated, Error> {
-    let chunks = split_chunks(data, 1 << 20);
-    let results: Vec<Result<ChunkRecords, (usize, u64, usize, String)>> = chunks
-        .par_iter()
-        .enumerate()
-        .map(|(ci, &(start, end))| {
-            let r = parse_chunk(&data[start..end]).map_err(|(line, col, msg)| (ci, line, col, msg));
-            progress((end - start) as u64);
-            r
-        })
-        .collect();
-    let mut out = PreAggregated::default();
-    let mut parts = Vec::with_capacity(results.len());
-    for r in results {
-        match r {
-            Ok(p) => parts.push(p),
-            Err((ci, line, column, message)) => {
-                let before = memchr::memchr_iter(b'\n', &data[..chunks[ci].0]).count() as u64;
-                return Err(Error::Parse {
-                    line: before + line,
-                    column,
-                    message,
-                });
-            }
-        }
-    }
-    out.traces
-        .reserve_exact(parts.iter().map(|p| p.traces.len()).sum());
-    for p in parts {
-        out = out.merge(p);
-    }
-    out.traces
-        .par_sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
-    // Merge duplicates in place (`dedup_by` hands over the later element first).
-    out.traces.dedup_by(|(t, c), (kt, kc)| {
-        if t != kt {
-            return false;
-        }
-        kc.count = kc.count.wrapping_add(c.count);
-        kc.mispreds = kc.mispreds.wrapping_add(c.mispreds);
-        true
-    });
-    out.traces.shrink_to_fit();
-    Ok(out)
+    let sink = events::read_preaggregated_parallel(data, TraceSink::default, progress)?;
+    Ok(sink.finish())
 }
 
-/// Chunks of about `target` bytes ending just after a newline (the last one at the end).
-fn split_chunks(data: &[u8], target: usize) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < data.len() {
-        let mut end = (start + target).min(data.len());
-        if end < data.len() {
-            end = match memchr::memchr(b'\n', &data[end..]) {
-                Some(i) => end + i + 1,
-                None => data.len(),
-            };
-        }
-        out.push((start, end));
-        start = end;
-    }
-    out
-}
-
-type LineError = (u64, usize, String);
-
-struct Cursor<'a> {
-    line: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn skip_spaces(&mut self) {
-        while self.line.get(self.pos) == Some(&b' ') {
-            self.pos += 1;
-        }
-    }
-    /// The next field (up to a space or the end of the line).
-    fn field(&mut self) -> Option<(usize, &'a [u8])> {
-        self.skip_spaces();
-        let start = self.pos;
-        while self.pos < self.line.len() && self.line[self.pos] != b' ' {
-            self.pos += 1;
-        }
-        (self.pos > start).then(|| (start, &self.line[start..self.pos]))
-    }
-}
-
-fn parse_hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 16 {
-        return None;
-    }
-    let mut v = 0u64;
-    for &c in s {
-        let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            _ => return None,
-        };
-        v = (v << 4) | u64::from(d);
-    }
-    Some(v)
-}
-
-fn parse_count(s: &[u8]) -> Option<u64> {
-    let (neg, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
-    }
-    Some(if neg {
-        v.wrapping_neg() as u64
-    } else {
-        v as u64
-    })
-}
-
-fn parse_chunk(chunk: &[u8]) -> Result<ChunkRecords, LineError> {
-    let mut out = ChunkRecords::default();
-    // About 23 bytes per record line in practice.
-    out.traces.reserve(chunk.len() / 24);
-    let mut line_no = 0u64;
-    let mut rest = chunk;
-    while !rest.is_empty() {
-        line_no += 1;
-        let Some(nl) = memchr::memchr(b'\n', rest) else {
-            return Err((
-                line_no,
-                rest.len() + 1,
-                "malformed field: missing end of line".into(),
-            ));
-        };
-        let line = &rest[..nl];
-        rest = &rest[nl + 1..];
-        parse_line(line, &mut out).map_err(|(col, msg)| (line_no, col + 1, msg))?;
-        out.entries += 1;
-    }
-    Ok(out)
-}
-
-fn parse_line(line: &[u8], out: &mut ChunkRecords) -> Result<(), (usize, String)> {
-    let mut c = Cursor { line, pos: 0 };
-    let Some((tpos, kind)) = c.field() else {
-        return Err((0, "expected T, R, S, E, B, F, f or r".into()));
-    };
-    let (addrs, counters) = match kind {
-        b"T" | b"R" => (3, 1),
-        b"S" => (1, 1),
-        b"E" => (0, 0),
-        b"B" => (2, 2),
-        b"F" | b"f" | b"r" => (2, 1),
-        _ => return Err((tpos, "expected T, R, S, E, B, F, f or r".into())),
-    };
-    if kind == b"E" {
-        let Some((_, name)) = c.field() else {
-            return Err((c.pos, "expected event name".into()));
-        };
-        c.skip_spaces();
-        if c.pos != line.len() {
-            return Err((c.pos, "expected end of line".into()));
-        }
-        let name = String::from_utf8_lossy(name).into_owned();
-        if !out.events.contains(&name) {
-            out.events.push(name);
-        }
-        return Ok(());
-    }
-    let mut a = [0u64; 3];
-    for slot in a.iter_mut().take(addrs) {
-        let Some((pos, f)) = c.field() else {
-            return Err((c.pos, "expected hexadecimal number".into()));
-        };
-        let hex = match memchr::memchr(b':', f) {
-            Some(i) => &f[i + 1..],
-            None => f,
-        };
-        *slot = parse_hex(hex).ok_or((pos, "expected hexadecimal number".to_string()))?;
-    }
-    let mut n = [0u64; 2];
-    for slot in n.iter_mut().take(counters) {
-        let Some((pos, f)) = c.field() else {
-            return Err((c.pos, "expected decimal number".into()));
-        };
-        *slot = parse_count(f).ok_or((pos, "expected decimal number".to_string()))?;
-    }
-    if c.pos != line.len() {
-        return Err((c.pos, "expected end of line".into()));
-    }
-    let (count, mispreds) = (n[0], n[1]);
-    out.total_samples = out.total_samples.wrapping_add(count);
-    let trace = match kind {
-        b"S" => {
-            let e = out.samples.entry(a[0]).or_default();
-            *e = e.wrapping_add(count);
-            return Ok(());
-        }
-        b"T" => Trace {
-            branch: a[0],
-            from: a[1],
-            to: a[2],
-        },
-        b"R" => {
-            let branch = if a[0] == 0 {
-                FT_EXTERNAL_RETURN
-            } else {
-                out.returns.insert(a[0]);
-                a[0]
-            };
-            Trace {
-                branch,
-                from: a[1],
-                to: a[2],
-            }
-        }
-        b"B" => Trace {
-            branch: a[0],
-            from: a[1],
-            to: BR_ONLY,
-        },
-        b"F" => Trace {
-            branch: FT_ONLY,
-            from: a[0],
-            to: a[1],
-        },
-        b"f" => Trace {
-            branch: FT_EXTERNAL_ORIGIN,
-            from: a[0],
-            to: a[1],
-        },
-        _ => Trace {
-            branch: FT_EXTERNAL_RETURN,
-            from: a[0],
-            to: a[1],
-        },
-    };
-    out.traces.push((trace, TraceCounts { count, mispreds }));
-    Ok(())
+/// Read the samples of the binary described by `bin` from perf.data bytes (perf2bolt's rules, see
+/// [`events::read_perf_data`]). The counts perf2bolt prints come back with the records.
+pub fn read_perf_data(
+    data: &[u8],
+    bin: &events::BinaryDesc<'_>,
+    opts: &events::PerfOptions,
+) -> Result<(PreAggregated, events::PerfStats), Error> {
+    let file = PerfFile::parse(data).map_err(events::PerfError::from)?;
+    let mut sink = TraceSink::default();
+    let stats = events::read_perf_data(&file, bin, opts, &mut sink)?;
+    let mut out = sink.finish();
+    out.total_samples = stats.total_samples;
+    out.entries = stats.samples;
+    Ok((out, stats))
 }
 
 #[cfg(test)]
@@ -393,7 +250,7 @@ mod tests {
             );
         }
         match parse(b"E x\nB 1 2 3 4\nB 1 zz 3 4\n", &|_| {}) {
-            Err(Error::Parse { line, .. }) => assert_eq!(line, 3),
+            Err(Error::Preagg(e)) => assert_eq!(e.pos.line, 3),
             other => panic!("{other:?}"),
         }
     }

@@ -6,6 +6,7 @@
 //! | [`fdata`] | legacy fdata (LBR lines, `no_lbr`, `boltedcollection`, memory events `3/4/5`) | [`fdata::parse`] | [`fdata::write`] (file order) + [`fdata::sort_branches_like_perf2bolt`] |
 //! | [`yaml`] | BOLT YAML profile (`ProfileYAMLMapping.h` schema) | schema-specific reader (any block/flow layout) | LLVM YAMLIO layout, byte-identical to `perf2bolt -w` |
 //! | [`perfdata`] | `perf.data` (file mode) | header, attributes, feature sections (build-ids, event names), zero-copy record walker (samples with branch stacks, MMAP/MMAP2/COMM/FORK/EXIT/LOST, zstd-compressed records) | [`perfdata::writer`] (test files with branch stacks) |
+//! | [`events`] | the branch-event pipeline: typed events (samples, traces, event names) from pre-aggregated text and perf.data (addresses translated for fixed-address, PIE and shared-object binaries) into a consumer's [`events::Sink`] | | |
 //! | [`merge`] | merging of fdata (LLVM `merge-fdata` semantics), YAML and pre-aggregated profiles | | |
 //!
 //! The data model types are the contract for the aggregation layer (`pcmap-perf2bolt`):
@@ -15,7 +16,12 @@
 //! * YAML: [`yaml::Profile`], [`yaml::Header`], [`yaml::Function`], [`yaml::Block`], [`yaml::CallSite`],
 //!   [`yaml::Successor`];
 //! * perf.data: [`perfdata::PerfFile`], [`perfdata::Record`], [`perfdata::Sample`], [`perfdata::BranchEntry`],
-//!   [`perfdata::MmapTable`].
+//!   [`perfdata::MmapTable`];
+//! * the branch-event pipeline every profile consumer reads through: [`events::Event`] ([`events::Sample`],
+//!   [`events::Trace`] with [`events::TraceKind`], addresses as [`events::Loc`]), consumed by an
+//!   [`events::Sink`] / [`events::ParallelSink`], produced by [`events::read_preaggregated`],
+//!   [`events::read_preaggregated_parallel`] and [`events::read_perf_data`] (the binary described by
+//!   [`events::BinaryDesc`]).
 //!
 //! ```
 //! use pcmap_profile::{fdata, preagg, yaml};
@@ -50,6 +56,7 @@
 //! offset. The crate depends on no other pcmap crate, so it can be fuzzed and published alone.
 #![deny(missing_docs)]
 
+pub mod events;
 pub mod fdata;
 pub mod merge;
 pub mod perfdata;

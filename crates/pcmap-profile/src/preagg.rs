@@ -11,16 +11,20 @@
 //! f <from> <to> <count>                   fall-through with an external origin
 //! r <from> <to> <count>                   fall-through starting at an external return
 //! ```
-//! A location is `[<id>:]<hex>` (hex without `0x`); `X:<addr>` marks an external address. perf2bolt 22
-//! parses the `<id>:` prefix and then ignores it; [`Location`] keeps it so callers can decide.
+//! A location is `[<id>:]<hex>` (hex without `0x`, at most 16 digits); `X:<addr>` marks an external
+//! address. perf2bolt 22 parses the `<id>:` prefix and then ignores it; [`Location`] keeps it so callers
+//! can decide. An empty `<id>` (`:401000`) is rejected, as perf2bolt does ("malformed field").
 //!
-//! What this reader accepts beyond perf2bolt 22 (harmless variations on which perf2bolt fails): tabs as
-//! separators, a missing final newline, `\r\n` line ends and blank lines. What it rejects although
-//! perf2bolt accepts it: negative counts (perf2bolt reads them as signed and wraps them to huge unsigned
-//! values). Every error names the 1-based line and column of the offending field and what was expected.
+//! The dialect is exactly perf2bolt 22's (checked by running it): fields are separated by one or more
+//! spaces (tabs are not separators), leading spaces are skipped, one space may follow the last field,
+//! every line ends in `\n` (no `\r\n`, no missing final newline, no blank lines), counts are signed
+//! 64-bit decimal numbers and negative counts wrap to unsigned values as perf2bolt's casts do (the
+//! writer prints counts above `i64::MAX` as negative numbers, so they read back unchanged). Every error
+//! names the 1-based line and column of the offending field and what was expected.
 //!
 //! Large inputs: [`fold_parallel`] splits the bytes (typically a memory map) into newline-aligned chunks
-//! and folds each chunk on the rayon pool; memory stays proportional to what the fold keeps.
+//! and folds each chunk on the rayon pool; memory stays proportional to what the fold keeps. The
+//! [`events`](crate::events) pipeline reads this format through the same functions.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -28,7 +32,7 @@ use std::io::{self, Write};
 use rayon::prelude::*;
 
 use crate::TextPos;
-use crate::text::{parse_dec, parse_hex, show};
+use crate::text::{parse_hex, show};
 
 /// An address in a pre-aggregated record: an optional object identifier and a hexadecimal offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -191,7 +195,7 @@ impl fmt::Display for Record<'_> {
         let l = self.letter();
         match self {
             Record::Event { name } => write!(f, "E {}", String::from_utf8_lossy(name)),
-            Record::Sample { addr, count } => write!(f, "S {addr} {count}"),
+            Record::Sample { addr, count } => write!(f, "S {addr} {}", *count as i64),
             Record::Trace {
                 branch,
                 ft_start,
@@ -199,17 +203,17 @@ impl fmt::Display for Record<'_> {
                 count,
                 ..
             } => {
-                write!(f, "{l} {branch} {ft_start} {ft_end} {count}")
+                write!(f, "{l} {branch} {ft_start} {ft_end} {}", *count as i64)
             }
             Record::Branch {
                 from,
                 to,
                 count,
                 mispreds,
-            } => write!(f, "B {from} {to} {count} {mispreds}"),
+            } => write!(f, "B {from} {to} {} {}", *count as i64, *mispreds as i64),
             Record::FallThrough {
                 from, to, count, ..
-            } => write!(f, "{l} {from} {to} {count}"),
+            } => write!(f, "{l} {from} {to} {}", *count as i64),
         }
     }
 }
@@ -239,8 +243,8 @@ pub enum ErrorKind {
         /// The text found.
         found: String,
     },
-    /// A count field is not an unsigned decimal number.
-    #[error("expected {field} as an unsigned decimal number, found `{found}`")]
+    /// A count field is not a signed 64-bit decimal number.
+    #[error("expected {field} as a decimal number, found `{found}`")]
     BadCount {
         /// Which field.
         field: &'static str,
@@ -253,6 +257,9 @@ pub enum ErrorKind {
         /// Which field.
         field: &'static str,
     },
+    /// The last line does not end in a newline.
+    #[error("expected a newline at the end of the line")]
+    MissingNewline,
     /// Extra text after the last field of a record.
     #[error("expected end of line after the {record} record, found `{found}`")]
     TrailingField {
@@ -281,7 +288,7 @@ const S_FIELDS: [&str; 2] = ["sample address", "count"];
 
 #[inline]
 fn is_blank(b: u8) -> bool {
-    b == b' ' || b == b'\t' || b == b'\r'
+    b == b' '
 }
 
 /// A tokenizer over one line (without its `\n`).
@@ -392,7 +399,7 @@ fn fast_line(line: &[u8]) -> Option<Record<'_>> {
             v = v.checked_mul(10)?.checked_add(u64::from(d))?;
             *i += 1;
         }
-        if *i == start {
+        if *i == start || v > i64::MAX as u64 {
             return None;
         }
         if last {
@@ -460,7 +467,8 @@ fn fast_line(line: &[u8]) -> Option<Record<'_>> {
     })
 }
 
-/// Parse one line (without the trailing `\n`). `Ok(None)` for a blank line. `line_no` is used for errors.
+/// Parse one line (without the trailing `\n`). `line_no` is used for errors. A blank line is an error
+/// (perf2bolt rejects it); the `Option` is always `Some` on success.
 pub fn parse_line<'a>(line: &'a [u8], line_no: u64) -> Result<Option<Record<'a>>, Error> {
     if let Some(r) = fast_line(line) {
         return Ok(Some(r));
@@ -474,7 +482,7 @@ pub fn parse_line<'a>(line: &'a [u8], line_no: u64) -> Result<Option<Record<'a>>
         kind,
     };
     let Some((ty, ty_col)) = f.next() else {
-        return Ok(None);
+        return Err(err(line.len(), ErrorKind::UnknownType(String::new())));
     };
     let end_col = line.len();
 
@@ -496,7 +504,7 @@ pub fn parse_line<'a>(line: &'a [u8], line_no: u64) -> Result<Option<Record<'a>>
         let (tok, col) = f
             .next()
             .ok_or_else(|| err(end_col, ErrorKind::MissingField { field }))?;
-        parse_dec(tok).ok_or_else(|| {
+        parse_count(tok).ok_or_else(|| {
             err(
                 col,
                 ErrorKind::BadCount {
@@ -572,16 +580,49 @@ pub fn parse_line<'a>(line: &'a [u8], line_no: u64) -> Result<Option<Record<'a>>
         }
         _ => return Err(err(ty_col, ErrorKind::UnknownType(show(ty)))),
     };
-    if let Some((extra, col)) = f.next() {
+    // perf2bolt consumes one separator after the last field, then wants the end of the line.
+    let after = f.pos;
+    let rest = &line[after..];
+    if !(rest.is_empty() || rest == b" ") {
+        let (col, found) = match f.next() {
+            Some((extra, col)) => (col, extra),
+            // Only spaces: the second one is the unexpected byte.
+            None => (after + 1, &rest[1..]),
+        };
         return Err(err(
             col,
             ErrorKind::TrailingField {
                 record: rec.letter(),
-                found: show(extra),
+                found: show(found),
             },
         ));
     }
     Ok(Some(rec))
+}
+
+/// A count as perf2bolt reads it: a signed 64-bit decimal number (no `+`), negative values wrapping
+/// to unsigned.
+#[inline]
+fn parse_count(s: &[u8]) -> Option<u64> {
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
+    }
+    Some(if neg {
+        v.wrapping_neg() as u64
+    } else {
+        v as u64
+    })
 }
 
 #[inline]
@@ -607,7 +648,7 @@ pub struct Records<'a> {
     failed: bool,
 }
 
-/// Iterate over the records of `data` in order; blank lines are skipped. After an error the iterator ends.
+/// Iterate over the records of `data` in order. After an error the iterator ends.
 pub fn parse(data: &[u8]) -> Records<'_> {
     Records {
         data,
@@ -623,10 +664,19 @@ impl<'a> Iterator for Records<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         while !self.failed && self.pos < self.data.len() {
             let rest = &self.data[self.pos..];
-            let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-            let line = &rest[..len];
-            self.pos += (len + 1).min(rest.len());
             self.line += 1;
+            let Some(len) = memchr::memchr(b'\n', rest) else {
+                self.failed = true;
+                return Some(Err(Error {
+                    pos: TextPos {
+                        line: self.line,
+                        column: rest.len() as u64 + 1,
+                    },
+                    kind: ErrorKind::MissingNewline,
+                }));
+            };
+            let line = &rest[..len];
+            self.pos += len + 1;
             match parse_line(line, self.line) {
                 Ok(None) => continue,
                 Ok(Some(r)) => return Some(Ok(r)),
@@ -682,6 +732,23 @@ where
     F: Fn(&mut A, Record<'a>) + Sync,
     R: Fn(A, A) -> A,
 {
+    fold_chunks(data, &init, fold, reduce, &|_| {})
+}
+
+/// [`fold_parallel`] with a progress callback (byte count of each finished chunk).
+pub(crate) fn fold_chunks<'a, A, I, F, R>(
+    data: &'a [u8],
+    init: &I,
+    fold: F,
+    reduce: R,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<A, Error>
+where
+    A: Send,
+    I: Fn() -> A + Sync,
+    F: Fn(&mut A, Record<'a>) + Sync,
+    R: Fn(A, A) -> A,
+{
     let threads = rayon::current_num_threads().max(1);
     let target = (data.len() / (threads * 8)).clamp(256 << 10, 16 << 20);
     let parts = chunks(data, target);
@@ -692,6 +759,7 @@ where
             for r in parse(chunk) {
                 fold(&mut acc, r?);
             }
+            progress(chunk.len() as u64);
             Ok(acc)
         })
         .collect();
@@ -716,7 +784,8 @@ where
     Ok(total.unwrap_or_else(init))
 }
 
-/// Write one record in canonical form followed by `\n` (event names and build-ids as raw bytes).
+/// Write one record in canonical form followed by `\n` (event names and build-ids as raw bytes; counts
+/// as perf2bolt reads them, signed 64-bit).
 pub fn write_record<W: Write + ?Sized>(w: &mut W, r: &Record<'_>) -> io::Result<()> {
     fn loc<W: Write + ?Sized>(w: &mut W, l: &Location<'_>) -> io::Result<()> {
         w.write_all(b" ")?;
@@ -735,7 +804,7 @@ pub fn write_record<W: Write + ?Sized>(w: &mut W, r: &Record<'_>) -> io::Result<
         }
         Record::Sample { addr, count } => {
             loc(w, addr)?;
-            write!(w, " {count}")?;
+            write!(w, " {}", *count as i64)?;
         }
         Record::Trace {
             branch,
@@ -747,7 +816,7 @@ pub fn write_record<W: Write + ?Sized>(w: &mut W, r: &Record<'_>) -> io::Result<
             loc(w, branch)?;
             loc(w, ft_start)?;
             loc(w, ft_end)?;
-            write!(w, " {count}")?;
+            write!(w, " {}", *count as i64)?;
         }
         Record::Branch {
             from,
@@ -757,14 +826,14 @@ pub fn write_record<W: Write + ?Sized>(w: &mut W, r: &Record<'_>) -> io::Result<
         } => {
             loc(w, from)?;
             loc(w, to)?;
-            write!(w, " {count} {mispreds}")?;
+            write!(w, " {} {}", *count as i64, *mispreds as i64)?;
         }
         Record::FallThrough {
             from, to, count, ..
         } => {
             loc(w, from)?;
             loc(w, to)?;
-            write!(w, " {count}")?;
+            write!(w, " {}", *count as i64)?;
         }
     }
     w.write_all(b"\n")
@@ -834,10 +903,38 @@ mod tests {
         assert_eq!(out, text);
     }
 
+    /// perf2bolt 22's dialect (checked by running it): extra spaces between fields, leading spaces
+    /// and one trailing space are fine, negative counts wrap; tabs, `\r\n`, blank lines, a missing
+    /// final newline, `:addr` and two trailing spaces are errors.
     #[test]
-    fn harmless_variations() {
-        let recs = parse_all(b"\nB\t1  2 3 4\r\n\nS 5 6").unwrap();
-        assert_eq!(recs.len(), 2);
+    fn perf2bolt_dialect() {
+        let recs = parse_all(b" B 1  2 3 4 \nS 5 -1\nE cycles \n").unwrap();
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[1].count(), u64::MAX);
+        let mut out = Vec::new();
+        write(&mut out, &recs[1..2]).unwrap();
+        assert_eq!(out, b"S 5 -1\n");
+        for bad in [
+            &b"B\t1 2 3 4\n"[..],
+            b"B 1 2 3 4\r\n",
+            b"\nB 1 2 3 4\n",
+            b"B 1 2 3 4",
+            b"B :1 2 3 4\n",
+            b"B 1 2 3 4  \n",
+            b"B 1 2 +3 4\n",
+            b"B 1 2 9223372036854775808 4\n",
+        ] {
+            assert!(
+                parse_all(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(
+            parse_all(b"B 1 2 3 4").unwrap_err().kind,
+            ErrorKind::MissingNewline
+        );
+        assert_eq!(parse_all(b"B 1 2 3 4  \n").unwrap_err().pos.column, 11);
     }
 
     #[test]

@@ -53,10 +53,18 @@ pub(crate) fn parse_dec(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// Show a field in an error message: lossy UTF-8, shortened to 64 bytes.
+/// Show a field in an error message: lossy UTF-8 with control characters escaped (`\r`, `\t`),
+/// shortened to 64 bytes.
 pub(crate) fn show(s: &[u8]) -> String {
     let cut = &s[..s.len().min(64)];
-    let mut out = String::from_utf8_lossy(cut).into_owned();
+    let mut out = String::new();
+    for c in String::from_utf8_lossy(cut).chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
     if s.len() > 64 {
         out.push('…');
     }

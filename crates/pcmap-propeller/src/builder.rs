@@ -11,7 +11,8 @@
 //! an [`Accumulator`] (one per parallel chunk, merged afterwards); memory grows with the distinct
 //! profiled blocks and edges only.
 //!
-//! # Classification (after Propeller's `BinaryAddressMapper`)
+//! # Classification (after Propeller's `BinaryAddressMapper`; the rules live in `pcmap-bbmap`'s
+//! block attributor, `pcmap_bbmap::attribute`, shared with `pcmap bbmap profile`)
 //! Addresses are mapped through one address-sorted table of all blocks. A branch *source* maps to
 //! the non-empty block containing it; a branch *target* maps to the first block starting exactly
 //! there (a zero-sized block wins over the non-empty block at the same address), else to the
@@ -35,6 +36,9 @@
 //! After folding, block counts are raised to their incoming and outgoing edge sums so that
 //! branch-only profiles (`B` records) also give consistent counts.
 
+use pcmap_bbmap::attribute::{
+    self, BlockFacts, BlockLookup, BranchClass, EdgeKind as AttrKind, FallThroughClass,
+};
 use rustc_hash::FxHashMap;
 
 use crate::cfg::{CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, ProgramCfg};
@@ -308,50 +312,74 @@ impl<'m> CfgBuilder<'m> {
         let b = &self.blocks[g as usize];
         self.first_block[b.func as usize] == g
     }
+}
 
-    /// Fold one taken branch executed `count` times.
+/// The builder's index answers the block attributor's lookups (global block numbers are
+/// consecutive within a range).
+impl BlockLookup for CfgBuilder<'_> {
+    #[inline]
+    fn source_block(&self, addr: u64) -> Option<usize> {
+        self.lookup_source(addr).map(|g| g as usize)
+    }
+    #[inline]
+    fn target_block(&self, addr: u64) -> Option<usize> {
+        self.lookup_target(addr).map(|g| g as usize)
+    }
+    #[inline]
+    fn facts(&self, b: usize) -> BlockFacts {
+        let i = &self.blocks[b];
+        BlockFacts {
+            start: i.start,
+            function: i.func,
+            range: i.range,
+            entry: self.is_entry(b as u32),
+            has_return: i.has_return,
+            can_fall_through: i.can_fall_through,
+        }
+    }
+}
+
+impl CfgBuilder<'_> {
+    /// Fold one taken branch executed `count` times (classified by `pcmap-bbmap`'s block
+    /// attributor).
     pub fn add_branch(&self, acc: &mut Accumulator, from: u64, to: u64, count: u64) {
         acc.stats.branches += 1;
-        let (fb, tb) = (self.lookup_source(from), self.lookup_target(to));
-        let (fb, tb) = match (fb, tb) {
-            (None, None) => return acc.stats.branches_unmapped += 1,
-            (None, Some(_)) => return acc.stats.branches_from_outside += 1,
-            (Some(_), None) => return acc.stats.branches_to_outside += 1,
-            (Some(f), Some(t)) => (f, t),
+        let (fb, tb, kind) = match attribute::classify_branch(self, from, to) {
+            BranchClass::Unmapped => return acc.stats.branches_unmapped += 1,
+            BranchClass::FromOutside => return acc.stats.branches_from_outside += 1,
+            BranchClass::ToOutside => return acc.stats.branches_to_outside += 1,
+            BranchClass::Edge { from, to, kind } => (from as u32, to as u32, kind),
         };
         let (src, dst) = (&self.blocks[fb as usize], &self.blocks[tb as usize]);
-        if self.is_entry(tb) && to == dst.start {
-            acc.stats.calls += 1;
-            *acc.calls.entry((src.func, dst.func)).or_default() += count;
-        } else if to != dst.start || src.has_return {
-            acc.stats.returns += 1;
-        } else if src.func == dst.func {
-            acc.stats.intra_branches += 1;
-            *acc.edges.entry((fb, tb, false)).or_default() += count;
-        } else {
-            acc.stats.inter_function_jumps += 1;
+        match kind {
+            AttrKind::Call => {
+                acc.stats.calls += 1;
+                *acc.calls.entry((src.func, dst.func)).or_default() += count;
+            }
+            AttrKind::Return => acc.stats.returns += 1,
+            AttrKind::Branch => {
+                acc.stats.intra_branches += 1;
+                *acc.edges.entry((fb, tb, false)).or_default() += count;
+            }
+            AttrKind::InterFunction => acc.stats.inter_function_jumps += 1,
         }
     }
 
-    /// Fold one fall-through range executed `count` times.
+    /// Fold one fall-through range executed `count` times (validated by `pcmap-bbmap`'s block
+    /// attributor).
     pub fn add_fall_through(&self, acc: &mut Accumulator, start: u64, end: u64, count: u64) {
         acc.stats.fall_throughs += 1;
-        let (Some(sb), Some(eb)) = (self.lookup_target(start), self.lookup_source(end)) else {
-            return acc.stats.fall_throughs_unmapped += 1;
+        let (sb, eb, enters_first) = match attribute::classify_fall_through(self, start, end) {
+            FallThroughClass::Unmapped => return acc.stats.fall_throughs_unmapped += 1,
+            FallThroughClass::Invalid => return acc.stats.fall_throughs_invalid += 1,
+            FallThroughClass::Valid {
+                first,
+                last,
+                enters_first,
+            } => (first as u32, last as u32, enters_first),
         };
-        if start > end || sb > eb {
-            return acc.stats.fall_throughs_invalid += 1;
-        }
-        let (s, e) = (&self.blocks[sb as usize], &self.blocks[eb as usize]);
-        if s.func != e.func || s.range != e.range {
-            return acc.stats.fall_throughs_invalid += 1;
-        }
-        // Global numbers are consecutive within a range, so the path is sb, sb+1, ..., eb.
-        if (sb..eb).any(|g| !self.blocks[g as usize].can_fall_through) {
-            return acc.stats.fall_throughs_invalid += 1;
-        }
         acc.stats.fall_throughs_valid += 1;
-        if start == s.start {
+        if enters_first {
             *acc.entries.entry(sb).or_default() += count;
         }
         for g in sb + 1..=eb {

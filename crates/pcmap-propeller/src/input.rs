@@ -1,9 +1,11 @@
 //! Inputs from files: the address map of an ELF executable (through `pcmap-bbmap`, with
-//! symbol names and aliases from `pcmap-binary`) and pre-aggregated branch profiles (through
-//! `pcmap-profile`), folded into a [`CfgBuilder`].
+//! symbol names and aliases from `pcmap-binary`) and branch profiles — pre-aggregated text or
+//! perf.data — read through `pcmap-profile`'s branch-event pipeline into a [`CfgBuilder`].
 
 use pcmap_binary::Binary;
-use pcmap_profile::preagg::{self, Location, Record, TraceKind};
+use pcmap_profile::events::{self, Event, Loc, ParallelSink, PerfError, Sink, TraceKind};
+use pcmap_profile::perfdata::PerfFile;
+use pcmap_profile::preagg;
 
 use crate::builder::{Accumulator, CfgBuilder, MapBlock, MapFunction};
 
@@ -31,7 +33,7 @@ pub enum InputError {
     NoBlocks,
     /// The perf.data file could not be read.
     #[error("reading perf.data: {0}")]
-    Perf(#[from] pcmap_profile::perfdata::Error),
+    Perf(#[source] PerfError),
     /// No process in the perf.data mapped the binary.
     #[error(
         "no mapping of the binary in perf.data (build-id {build_id}, file name {name}): recorded on another binary?"
@@ -145,38 +147,64 @@ pub struct PreaggregatedFold {
     pub ignored: IgnoredRecords,
 }
 
-fn addr(l: &Location<'_>) -> u64 {
-    // `X:` marks an address outside the binary; map it to one no block can contain.
-    if l.is_external() { u64::MAX } else { l.offset }
+fn addr(l: &Loc) -> u64 {
+    // An address outside the binary maps to one no block can contain.
+    if l.outside { u64::MAX } else { l.addr }
 }
 
-/// Fold one pre-aggregated record (perf2bolt's meaning: `T`/`R` = branch + fall-through,
-/// `B` = branch, `F`/`f`/`r` = fall-through; a return's branch part is classified as a return).
-pub fn fold_record(builder: &CfgBuilder<'_>, fold: &mut PreaggregatedFold, r: Record<'_>) {
-    match r {
-        Record::Event { .. } => fold.ignored.events += 1,
-        Record::Sample { .. } => fold.ignored.samples += 1,
-        Record::Trace {
-            kind,
-            branch,
-            ft_start,
-            ft_end,
-            count,
-        } => {
-            let from = if kind == TraceKind::Return && branch.offset == 0 {
+/// Fold one event (perf2bolt's meaning: `T`/`R` = branch + fall-through, `B` = branch,
+/// `F`/`f`/`r` = fall-through; a return from outside the binary, `R 0`, has a branch source no
+/// block contains).
+pub fn fold_event(builder: &CfgBuilder<'_>, fold: &mut PreaggregatedFold, e: &Event<'_>) {
+    let t = match e {
+        Event::Name(_) => return fold.ignored.events += 1,
+        Event::Sample(_) => return fold.ignored.samples += 1,
+        Event::Trace(t) => t,
+    };
+    match t.kind {
+        TraceKind::Taken | TraceKind::Return => {
+            let from = if t.kind == TraceKind::Return && t.branch.addr == 0 {
                 u64::MAX
             } else {
-                addr(&branch)
+                addr(&t.branch)
             };
-            builder.add_branch(&mut fold.acc, from, addr(&ft_start), count);
-            builder.add_fall_through(&mut fold.acc, addr(&ft_start), addr(&ft_end), count);
+            builder.add_branch(&mut fold.acc, from, addr(&t.from), t.count);
+            builder.add_fall_through(&mut fold.acc, addr(&t.from), addr(&t.to), t.count);
         }
-        Record::Branch {
-            from, to, count, ..
-        } => builder.add_branch(&mut fold.acc, addr(&from), addr(&to), count),
-        Record::FallThrough {
-            from, to, count, ..
-        } => builder.add_fall_through(&mut fold.acc, addr(&from), addr(&to), count),
+        TraceKind::BranchOnly => {
+            builder.add_branch(&mut fold.acc, addr(&t.branch), addr(&t.from), t.count)
+        }
+        TraceKind::FallThrough | TraceKind::ExternalOrigin | TraceKind::ExternalReturn => {
+            builder.add_fall_through(&mut fold.acc, addr(&t.from), addr(&t.to), t.count)
+        }
+    }
+}
+
+/// A [`Sink`] folding events into a builder's accumulator.
+struct BuilderSink<'b, 'm> {
+    builder: &'b CfgBuilder<'m>,
+    fold: PreaggregatedFold,
+}
+
+impl Sink for BuilderSink<'_, '_> {
+    fn event(&mut self, e: &Event<'_>) {
+        fold_event(self.builder, &mut self.fold, e);
+    }
+}
+
+impl ParallelSink for BuilderSink<'_, '_> {
+    fn merge(self, later: Self) -> Self {
+        let (a, b) = (self.fold, later.fold);
+        BuilderSink {
+            builder: self.builder,
+            fold: PreaggregatedFold {
+                acc: a.acc.merge(b.acc),
+                ignored: IgnoredRecords {
+                    samples: a.ignored.samples + b.ignored.samples,
+                    events: a.ignored.events + b.ignored.events,
+                },
+            },
+        }
     }
 }
 
@@ -185,18 +213,15 @@ pub fn fold_preaggregated(
     builder: &CfgBuilder<'_>,
     data: &[u8],
 ) -> Result<PreaggregatedFold, preagg::Error> {
-    preagg::fold_parallel(
+    let sink = events::read_preaggregated_parallel(
         data,
-        PreaggregatedFold::default,
-        |f, r| fold_record(builder, f, r),
-        |a, b| PreaggregatedFold {
-            acc: a.acc.merge(b.acc),
-            ignored: IgnoredRecords {
-                samples: a.ignored.samples + b.ignored.samples,
-                events: a.ignored.events + b.ignored.events,
-            },
+        || BuilderSink {
+            builder,
+            fold: PreaggregatedFold::default(),
         },
-    )
+        &|_| {},
+    )?;
+    Ok(sink.fold)
 }
 
 /// What [`fold_perf_data`] found besides the branch records.
@@ -208,62 +233,42 @@ pub struct PerfFold {
     pub samples: u64,
     /// Samples without a branch stack (they carry no edges).
     pub samples_without_branch_stack: u64,
-    /// Mappings of the binary found in the file.
+    /// Processes that mapped the binary.
     pub mappings: usize,
 }
 
 /// Fold the branch stacks (`PERF_SAMPLE_BRANCH_STACK`, e.g. `perf record -b` / `-j any,u`) of a
-/// perf.data file. The binary's mappings are found by build-id, else by file name
-/// (`binary_name`), and run-time addresses are translated to the binary's virtual addresses
-/// through the mapping's file offset. Each entry `i` of a stack (newest first) is a taken branch;
-/// the code between the target of entry `i` and the source of the newer entry `i - 1` ran straight
-/// through, which gives a fall-through range (the LBR convention perf2bolt uses).
+/// perf.data file through `pcmap-profile`'s pipeline: the binary's mappings are found by file name
+/// (`binary_name`) or build-id and run-time addresses translated to the binary's addresses as
+/// perf2bolt does (fixed-address, PIE and shared-object binaries); each stack entry is a taken
+/// branch followed by the fall-through to the next-newer entry's source.
 pub fn fold_perf_data(
     builder: &CfgBuilder<'_>,
     bin: &Binary<'_>,
     binary_name: &[u8],
     data: &[u8],
 ) -> Result<PerfFold, InputError> {
-    use pcmap_profile::perfdata::{MmapTable, PerfFile};
-    let file = PerfFile::parse(data)?;
-    let table = MmapTable::from_file(&file)?;
-    let maps: Vec<(u32, u64, u64, u64)> = table
-        .mappings_of(&file, bin.build_id(), binary_name)
-        .into_iter()
-        .map(|m| (m.pid, m.start, m.len, m.pgoff))
-        .collect();
-    if maps.is_empty() {
-        return Err(InputError::NotMapped {
+    let file = PerfFile::parse(data).map_err(|e| InputError::Perf(e.into()))?;
+    let desc = pcmap_bbmap::profile::binary_desc(bin, binary_name);
+    let opts = events::PerfOptions {
+        ignore_build_id: true,
+        ..Default::default()
+    };
+    let mut sink = BuilderSink {
+        builder,
+        fold: PreaggregatedFold::default(),
+    };
+    let stats = events::read_perf_data(&file, &desc, &opts, &mut sink).map_err(|e| match e {
+        PerfError::NotMapped { .. } => InputError::NotMapped {
             build_id: bin.build_id_hex().unwrap_or_else(|| "none".into()),
             name: String::from_utf8_lossy(binary_name).into_owned(),
-        });
-    }
-    let mut fold = PerfFold {
-        mappings: maps.len(),
-        ..PerfFold::default()
-    };
-    let translate = |pid: Option<u32>, a: u64| -> u64 {
-        maps.iter()
-            .filter(|m| pid.is_none_or(|p| p == m.0))
-            .find(|m| a >= m.1 && a - m.1 < m.2)
-            .and_then(|m| bin.offset_to_vaddr(a - m.1 + m.3))
-            .unwrap_or(u64::MAX)
-    };
-    file.for_each_sample(|s| {
-        fold.samples += 1;
-        let Some(stack) = &s.branch_stack else {
-            fold.samples_without_branch_stack += 1;
-            return;
-        };
-        let mut newer_from: Option<u64> = None;
-        for e in stack.iter() {
-            let (from, to) = (translate(s.pid, e.from), translate(s.pid, e.to));
-            builder.add_branch(&mut fold.acc, from, to, 1);
-            if let Some(end) = newer_from {
-                builder.add_fall_through(&mut fold.acc, to, end, 1);
-            }
-            newer_from = Some(from);
-        }
+        },
+        e => InputError::Perf(e),
     })?;
-    Ok(fold)
+    Ok(PerfFold {
+        acc: sink.fold.acc,
+        samples: stats.total_samples,
+        samples_without_branch_stack: stats.samples_without_branch_stack,
+        mappings: stats.pids,
+    })
 }

@@ -12,8 +12,9 @@
 //!   event names.
 //! * [`PerfFile::for_each_record`] walks the data section, including records inside zstd-compressed
 //!   `PERF_RECORD_COMPRESSED`/`COMPRESSED2` chunks, handing each [`Record`] to a callback.
-//! * [`MmapTable`] follows MMAP/MMAP2/FORK records to map sample addresses to a binary (by build-id or
-//!   file name) and to file offsets (load bias).
+//! * [`MmapTable`] follows MMAP/MMAP2/FORK records to tell which file an address of a process
+//!   belongs to (`perf script`'s `dso` attribution). Mapping a profile to one binary's link-time
+//!   addresses is [`events`](crate::events)' job.
 //! * [`writer`] writes small perf.data files with branch stacks for tests (checked with `perf script`).
 
 mod records;
@@ -633,10 +634,7 @@ impl MmapEntry {
 
     /// The file name's last path component.
     pub fn basename(&self) -> &[u8] {
-        match memchr::memrchr(b'/', &self.filename) {
-            Some(i) => &self.filename[i + 1..],
-            None => &self.filename,
-        }
+        crate::events::basename(&self.filename)
     }
 }
 
@@ -693,46 +691,31 @@ impl MmapTable {
             .find(|e| e.contains(addr))
     }
 
-    /// All mappings of a binary identified by build-id (from MMAP2 or the `BUILD_ID` feature section of
-    /// `file`) or, when no build-id matches, by file name (full path or basename).
+    /// All mappings of a binary, picked by name as the branch-event pipeline picks them
+    /// ([`events::binary_mappings`](crate::events::binary_mappings)): the binary's file name, or
+    /// the name the file's build-id list gives its build-id.
     pub fn mappings_of<'t>(
         &'t self,
         file: &PerfFile<'_>,
         build_id: Option<&[u8]>,
         name: &[u8],
     ) -> Vec<&'t MmapEntry> {
-        let names_with_id: Vec<&[u8]> = match build_id {
-            Some(id) => file
-                .build_ids
-                .iter()
-                .filter(|e| e.build_id == id)
-                .map(|e| e.filename.as_slice())
-                .collect(),
-            None => Vec::new(),
-        };
-        let mut by_id: Vec<&MmapEntry> = self
+        let names: Vec<&[u8]> = self
             .by_pid
             .values()
             .flatten()
-            .filter(|e| {
-                build_id.is_some()
-                    && (e.build_id.as_deref() == build_id
-                        || names_with_id.contains(&e.filename.as_slice()))
-            })
+            .map(|e| e.basename())
             .collect();
-        if by_id.is_empty() {
-            let base = match memchr::memrchr(b'/', name) {
-                Some(i) => &name[i + 1..],
-                None => name,
-            };
-            by_id = self
-                .by_pid
-                .values()
-                .flatten()
-                .filter(|e| e.filename == name || e.basename() == base)
-                .collect();
-        }
-        by_id.sort_by_key(|e| (e.pid, e.start));
-        by_id
+        let Some(name) = crate::events::name_to_use(file, build_id, name, &names) else {
+            return Vec::new();
+        };
+        let mut out: Vec<&MmapEntry> = self
+            .by_pid
+            .values()
+            .flatten()
+            .filter(|e| e.basename() == name.as_slice())
+            .collect();
+        out.sort_by_key(|e| (e.pid, e.start));
+        out
     }
 }

@@ -8,9 +8,11 @@ use anyhow::{Context, Result, bail};
 use pcmap_bbmap::elf::{ElfBbAddrMaps, ElfKind, ReadOptions, read_elf};
 use pcmap_bbmap::index::BlockIndex;
 use pcmap_bbmap::model::FunctionMap;
-use pcmap_bbmap::profile::{BlockProfile, Branch, EdgeKind, FallThrough, Sample};
+use pcmap_bbmap::profile::{EdgeKind, ProfileSink, binary_desc};
 use pcmap_bbmap::report::SizeStats;
 use pcmap_binary::MappedFile;
+use pcmap_profile::events;
+use pcmap_profile::perfdata::PerfFile;
 use serde_json::{Value, json};
 
 /// Basic-block address maps: dump, PC -> block lookup, size statistics, block profiles.
@@ -183,201 +185,6 @@ fn stats(path: &Path, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-/// Convert pre-aggregated records into sample, branch and fall-through batches and attribute them.
-fn attribute_preaggregated(
-    data: &[u8],
-    index: &BlockIndex,
-    profile: &mut BlockProfile,
-) -> Result<()> {
-    use pcmap_profile::preagg::{self, Record, TraceKind};
-    const BATCH: usize = 1 << 22;
-    let mut samples = Vec::new();
-    let mut branches = Vec::new();
-    let mut falls = Vec::new();
-    let mut external_samples = 0u64;
-    let mut external_branches = 0u64;
-    let mut external_falls = 0u64;
-    for rec in preagg::parse(data) {
-        let rec = rec.context("reading the pre-aggregated profile")?;
-        match rec {
-            Record::Event { .. } => {}
-            Record::Sample { addr, count } => {
-                if addr.is_external() {
-                    external_samples += count;
-                } else {
-                    samples.push(Sample {
-                        ip: addr.offset,
-                        count,
-                    });
-                }
-            }
-            Record::Branch {
-                from,
-                to,
-                count,
-                mispreds,
-            } => {
-                if from.is_external() || to.is_external() {
-                    external_branches += count;
-                } else {
-                    branches.push(Branch {
-                        from: from.offset,
-                        to: to.offset,
-                        count,
-                        mispredicts: mispreds,
-                    });
-                }
-            }
-            Record::Trace {
-                kind,
-                branch,
-                ft_start,
-                ft_end,
-                count,
-            } => {
-                let external_return = kind == TraceKind::Return && branch.offset == 0;
-                if branch.is_external() || ft_start.is_external() || external_return {
-                    if !external_return {
-                        external_branches += count;
-                    }
-                } else {
-                    branches.push(Branch {
-                        from: branch.offset,
-                        to: ft_start.offset,
-                        count,
-                        mispredicts: 0,
-                    });
-                }
-                if ft_start.is_external() || ft_end.is_external() {
-                    external_falls += count;
-                } else {
-                    falls.push(FallThrough {
-                        start: ft_start.offset,
-                        end: ft_end.offset,
-                        count,
-                    });
-                }
-            }
-            Record::FallThrough {
-                from, to, count, ..
-            } => {
-                if from.is_external() || to.is_external() {
-                    external_falls += count;
-                } else {
-                    falls.push(FallThrough {
-                        start: from.offset,
-                        end: to.offset,
-                        count,
-                    });
-                }
-            }
-        }
-        if samples.len() >= BATCH {
-            profile.add_samples(index, &samples);
-            samples.clear();
-        }
-        if branches.len() >= BATCH {
-            profile.add_branches(index, &branches);
-            branches.clear();
-        }
-        if falls.len() >= BATCH {
-            profile.add_fallthroughs(index, &falls);
-            falls.clear();
-        }
-    }
-    profile.add_samples(index, &samples);
-    profile.add_branches(index, &branches);
-    profile.add_fallthroughs(index, &falls);
-    profile.unmapped_samples += external_samples;
-    profile.total_samples += external_samples;
-    profile.unmapped_branches += external_branches;
-    profile.total_branches += external_branches;
-    profile.unmapped_fallthroughs += external_falls;
-    profile.total_fallthroughs += external_falls;
-    Ok(())
-}
-
-/// Attribute perf.data samples (IPs) and branch stacks (LBR entries, newest first: each entry
-/// is a branch, and the gap from an entry's target to the next newer entry's source is a
-/// fall-through) of the mappings of `binary` (matched by build-id, else by file name).
-/// Run-time addresses are turned into link-time addresses through the mapping's file offset.
-fn attribute_perf_data(
-    data: &[u8],
-    elf: &[u8],
-    binary: &Path,
-    index: &BlockIndex,
-    profile: &mut BlockProfile,
-) -> Result<()> {
-    use pcmap_profile::perfdata::{MmapTable, PerfFile};
-    use std::collections::HashMap;
-    let bin = pcmap_binary::Binary::parse(elf)
-        .with_context(|| format!("parsing {}", binary.display()))?;
-    let perf = PerfFile::parse(data).context("reading perf.data")?;
-    let mmaps = MmapTable::from_file(&perf).context("reading perf.data mappings")?;
-    let name = binary
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ours = mmaps.mappings_of(&perf, bin.build_id(), name.as_bytes());
-    let mut by_pid: HashMap<u32, Vec<_>> = HashMap::new();
-    for m in ours {
-        by_pid.entry(m.pid).or_default().push(m);
-    }
-    let translate = |pid: Option<u32>, addr: u64| -> Option<u64> {
-        let maps = by_pid.get(&pid?)?;
-        let m = maps.iter().rev().find(|m| m.contains(addr))?;
-        bin.offset_to_vaddr(m.file_offset(addr))
-    };
-    let mut samples = Vec::new();
-    let mut branches = Vec::new();
-    let mut falls = Vec::new();
-    let (mut ext_samples, mut ext_branches, mut ext_falls) = (0u64, 0u64, 0u64);
-    perf.for_each_sample(|s| {
-        if let Some(ip) = s.ip {
-            match translate(s.pid, ip) {
-                Some(v) => samples.push(Sample { ip: v, count: 1 }),
-                None => ext_samples += 1,
-            }
-        }
-        if let Some(stack) = &s.branch_stack {
-            let entries: Vec<_> = stack.iter().collect();
-            for (i, e) in entries.iter().enumerate() {
-                match (translate(s.pid, e.from), translate(s.pid, e.to)) {
-                    (Some(from), Some(to)) => branches.push(Branch {
-                        from,
-                        to,
-                        count: 1,
-                        mispredicts: u64::from(e.mispredicted()),
-                    }),
-                    _ => ext_branches += 1,
-                }
-                if i > 0 {
-                    let newer = &entries[i - 1];
-                    match (translate(s.pid, e.to), translate(s.pid, newer.from)) {
-                        (Some(start), Some(end)) => falls.push(FallThrough {
-                            start,
-                            end,
-                            count: 1,
-                        }),
-                        _ => ext_falls += 1,
-                    }
-                }
-            }
-        }
-    })
-    .context("reading perf.data samples")?;
-    profile.add_samples(index, &samples);
-    profile.add_branches(index, &branches);
-    profile.add_fallthroughs(index, &falls);
-    profile.unmapped_samples += ext_samples;
-    profile.total_samples += ext_samples;
-    profile.unmapped_branches += ext_branches;
-    profile.total_branches += ext_branches;
-    profile.unmapped_fallthroughs += ext_falls;
-    profile.total_fallthroughs += ext_falls;
-    Ok(())
-}
-
 fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> Result<()> {
     let (elf_file, maps) = load(binary, false)?;
     if maps.kind == ElfKind::Relocatable {
@@ -390,20 +197,26 @@ fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> R
     let index = BlockIndex::new(fs.iter().copied());
     let prof_file = MappedFile::open(profile_path)
         .with_context(|| format!("opening {}", profile_path.display()))?;
-    let mut prof = BlockProfile::default();
+    let mut sink = ProfileSink::new(&index);
     if pa {
-        attribute_preaggregated(prof_file.bytes(), &index, &mut prof)
-            .with_context(|| format!("in {}", profile_path.display()))?;
+        events::read_preaggregated(prof_file.bytes(), &mut sink)
+            .map_err(|e| anyhow::anyhow!("{}:{e}", profile_path.display()))?;
     } else {
-        attribute_perf_data(
-            prof_file.bytes(),
-            elf_file.bytes(),
-            binary,
-            &index,
-            &mut prof,
-        )
-        .with_context(|| format!("in {}", profile_path.display()))?;
+        let bin = pcmap_binary::Binary::parse(elf_file.bytes())
+            .with_context(|| format!("parsing {}", binary.display()))?;
+        let desc = binary_desc(&bin, binary.as_os_str().as_encoded_bytes());
+        let perf = PerfFile::parse(prof_file.bytes())
+            .with_context(|| format!("reading {}", profile_path.display()))?;
+        let opts = events::PerfOptions {
+            basic: !events::has_branch_stacks(&perf),
+            sample_ips: true,
+            ignore_build_id: true,
+            ..Default::default()
+        };
+        events::read_perf_data(&perf, &desc, &opts, &mut sink)
+            .with_context(|| format!("reading {}", profile_path.display()))?;
     }
+    let prof = sink.finish();
     let block_ref = |pos: u32| -> Value {
         let b = index.block(pos as usize);
         json!({

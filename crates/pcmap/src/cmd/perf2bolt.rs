@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use clap::ValueEnum;
 use pcmap_perf2bolt::aggregate::Aggregator;
 use pcmap_perf2bolt::image::Image;
-use pcmap_perf2bolt::{fdata, perfdata, preagg, yaml};
+use pcmap_perf2bolt::{fdata, preagg, yaml};
+use pcmap_profile::events::PerfOptions;
 
 /// Output format of `-o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -110,11 +111,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let bolted = bat.is_some();
 
-    let prof_file = std::fs::File::open(&args.profile)
+    let prof_file = pcmap_binary::MappedFile::open(&args.profile)
         .with_context(|| format!("opening {}", args.profile.display()))?;
-    // SAFETY: as above.
-    let prof_map = unsafe { memmap2::Mmap::map(&prof_file) }
-        .with_context(|| format!("mapping {}", args.profile.display()))?;
+    let prof_map = prof_file.bytes();
     // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
     let to_stdout = args.output.as_os_str() != "-";
     let say = |s: String| {
@@ -126,8 +125,15 @@ pub fn run(args: Args) -> Result<()> {
     };
     let parsed = if args.pre_aggregated {
         let bar = crate::progress::bytes(prof_map.len() as u64, "reading profile");
-        let parsed = preagg::parse(&prof_map, &|n| bar.inc(n))
-            .with_context(|| format!("reading {}", args.profile.display()))?;
+        let parsed = preagg::parse(prof_map, &|n| bar.inc(n)).map_err(|e| match e {
+            pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
+                "{}:{p} (pre-aggregated profile line {}, column {})",
+                args.profile.display(),
+                p.pos.line,
+                p.pos.column
+            ),
+            e => anyhow::Error::new(e).context(format!("reading {}", args.profile.display())),
+        })?;
         bar.finish_and_clear();
         say(format!(
             "PERF2BOLT: read {} aggregated brstack entries",
@@ -135,25 +141,17 @@ pub fn run(args: Args) -> Result<()> {
         ));
         parsed
     } else {
-        if !image.fixed_address() {
-            anyhow::bail!(
-                "perf.data input for position-independent binaries is not supported yet by \
-                 `pcmap perf2bolt` (sample addresses would need mapping to file addresses)"
-            );
-        }
-        let name = args
-            .binary
-            .file_name()
-            .map(|n| n.as_encoded_bytes())
-            .unwrap_or_default();
-        let opts = perfdata::PerfOptions {
+        let bin = pcmap_binary::Binary::parse(&bin_map)
+            .with_context(|| format!("reading {}", args.binary.display()))?;
+        let desc =
+            pcmap_bbmap::profile::binary_desc(&bin, args.binary.as_os_str().as_encoded_bytes());
+        let opts = PerfOptions {
             basic: args.basic_events,
             pid: args.pid,
             ignore_build_id: args.ignore_build_id,
-            build_id: image.build_id_bytes(),
-            binary_name: name,
+            sample_ips: false,
         };
-        let (parsed, stats) = perfdata::read(&prof_map, &opts)
+        let (parsed, stats) = preagg::read_perf_data(prof_map, &desc, &opts)
             .with_context(|| format!("reading {}", args.profile.display()))?;
         if args.basic_events {
             say(format!(
