@@ -29,9 +29,11 @@
 //! Every malformed input gives an [`Error`] naming the structure and file offset; nothing panics.
 #![deny(missing_docs)]
 
+pub mod bolt;
 mod elf;
 mod error;
 mod mapped;
+mod reloc;
 mod section;
 mod symbols;
 pub mod x86;
@@ -39,11 +41,12 @@ pub mod x86;
 pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, Segment};
 pub use error::{Error, Result};
 pub use mapped::MappedFile;
+pub use reloc::{Relocation, RelocationKind};
 pub use section::{
     CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHT_LLVM_BB_ADDR_MAP, SHT_NOBITS,
     SHT_NOTE, Section,
 };
-pub use symbols::{Function, FunctionSymbol, FunctionTable};
+pub use symbols::{Function, FunctionSymbol, FunctionTable, Symbol, SymbolKind};
 pub use x86::{BranchKind, Instruction, InstructionIter, StandalonePrefix};
 
 /// Exercise every parser of this crate on untrusted bytes (the fuzz target's body): parse,

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
-use pcmap_perf2bolt::image::Image;
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::{block_hash, cfg};
 
 fn atoms(ins: &Instruction) -> String {
@@ -63,15 +63,19 @@ fn main() {
             eprintln!("skipping unreadable {path}");
             continue;
         };
-        let Ok(image) = Image::parse(&data) else {
+        let Ok(binary) = pcmap_binary::Binary::parse(&data) else {
             eprintln!("skipping non-ELF {path}");
+            continue;
+        };
+        let Ok(image) = BoltFunctions::discover(&binary) else {
+            eprintln!("skipping {path}: not x86");
             continue;
         };
         for f in image.functions() {
             let c = cfg::build(&image, f);
             for i in &c.insns {
                 let addr = f.address + u64::from(i.offset);
-                let Some(b) = image.code_bytes(addr, u64::from(i.len)) else {
+                let Some(b) = image.binary().code_bytes(addr, u64::from(i.len)) else {
                     continue;
                 };
                 let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);

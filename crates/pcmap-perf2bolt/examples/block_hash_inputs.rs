@@ -4,7 +4,8 @@
 //! Prints the block's range and successors, the InstrHash string (escaped) and the OpcodeHash
 //! string.
 
-use pcmap_perf2bolt::{block_hash, cfg, image::Image};
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_perf2bolt::{block_hash, cfg};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -13,7 +14,8 @@ fn main() {
         std::process::exit(2);
     };
     let data = std::fs::read(bin).expect("read the binary");
-    let image = Image::parse(&data).expect("parse the binary");
+    let binary = pcmap_binary::Binary::parse(&data).expect("parse the binary");
+    let image = BoltFunctions::discover(&binary).expect("discover functions");
     let ctx = block_hash::Context::new(&image);
     let Some(f) = image
         .functions()

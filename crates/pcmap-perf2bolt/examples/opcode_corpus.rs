@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::cfg;
-use pcmap_perf2bolt::image::Image;
 
 fn main() {
     let mut examples: BTreeMap<(u16, bool), Vec<u8>> = BTreeMap::new();
@@ -14,8 +14,12 @@ fn main() {
             eprintln!("skipping unreadable {path}");
             continue;
         };
-        let Ok(image) = Image::parse(&data) else {
+        let Ok(binary) = pcmap_binary::Binary::parse(&data) else {
             eprintln!("skipping non-ELF {path}");
+            continue;
+        };
+        let Ok(image) = BoltFunctions::discover(&binary) else {
+            eprintln!("skipping {path}: not x86");
             continue;
         };
         for f in image.functions() {
@@ -25,7 +29,9 @@ fn main() {
                 if examples.contains_key(&key) {
                     continue;
                 }
-                if let Some(b) = image.code_bytes(f.address + u64::from(i.offset), u64::from(i.len))
+                if let Some(b) = image
+                    .binary()
+                    .code_bytes(f.address + u64::from(i.offset), u64::from(i.len))
                 {
                     examples.insert(key, b.to_vec());
                 }

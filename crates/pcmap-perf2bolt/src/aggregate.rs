@@ -24,15 +24,15 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::cfg::{self, Cfg, Flow};
-use crate::image::{FunctionKind, Image};
 use crate::preagg::{BR_ONLY, FT_EXTERNAL_ORIGIN, FT_ONLY, PreAggregated, Trace, TraceCounts};
+use pcmap_binary::bolt::{BoltFunctions, FunctionKind};
 
 /// One end of a recorded branch: a function and an offset, or an unknown location.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Loc {
     /// Outside every function (printed `0 [unknown] 0`).
     Unknown,
-    /// Function index (into [`Image::functions`]) and offset.
+    /// Function index (into [`BoltFunctions::functions`]) and offset.
     Func(u32, u64),
 }
 
@@ -92,7 +92,7 @@ pub struct SampleProfile {
 }
 
 impl BranchProfile {
-    /// Which functions (indexed like [`Image::functions`]) a record starts or ends in: the
+    /// Which functions (indexed like [`BoltFunctions::functions`]) a record starts or ends in: the
     /// functions perf2bolt marks as profiled.
     pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
         let mut profiled = vec![false; num_functions];
@@ -107,7 +107,7 @@ impl BranchProfile {
 }
 
 impl SampleProfile {
-    /// Which functions (indexed like [`Image::functions`]) have samples.
+    /// Which functions (indexed like [`BoltFunctions::functions`]) have samples.
     pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
         let mut profiled = vec![false; num_functions];
         for &(f, _) in self.samples.keys() {
@@ -154,7 +154,7 @@ impl FunctionStats {
 
 /// The binary with lazily built CFGs.
 pub struct Aggregator<'a, 'data> {
-    image: &'a Image<'data>,
+    image: &'a BoltFunctions<'a, 'data>,
     cfgs: Vec<OnceLock<Cfg>>,
     /// Rank of each function in byte-wise name order (fdata order).
     name_rank: Vec<u32>,
@@ -169,7 +169,7 @@ fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
 
 impl<'a, 'data> Aggregator<'a, 'data> {
     /// Prepare aggregation against `image`.
-    pub fn new(image: &'a Image<'data>) -> Self {
+    pub fn new(image: &'a BoltFunctions<'a, 'data>) -> Self {
         let funcs = image.functions();
         let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
         order.sort_by(|a, b| {
@@ -192,7 +192,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// Aggregate in perf2bolt's BAT mode: `image` is a BOLT-optimized binary and `bat` its
     /// `.note.bolt_bat` table. Records are translated to the input binary's function offsets and
-    /// ordered by the names perf2bolt prints in that mode ([`crate::image::Function::profile_name`]).
+    /// ordered by the names perf2bolt prints in that mode ([`pcmap_binary::bolt::BoltFunction::profile_name`]).
     pub fn with_bat(mut self, bat: &'a BatTable) -> Self {
         let funcs = self.image.functions();
         let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
@@ -209,7 +209,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self
     }
 
-    /// BOLT's count of profiled functions, `profiled` being indexed like [`Image::functions`]
+    /// BOLT's count of profiled functions, `profiled` being indexed like [`BoltFunctions::functions`]
     /// (see [`BranchProfile::profiled_functions`]). Builds the CFG of every profiled function.
     pub fn function_stats(&self, profiled: &[bool]) -> FunctionStats {
         /// How BOLT's statistics see one function.
@@ -274,7 +274,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 
     /// The image.
-    pub fn image(&self) -> &'a Image<'data> {
+    pub fn image(&self) -> &'a BoltFunctions<'a, 'data> {
         self.image
     }
 

@@ -40,15 +40,15 @@
 use std::collections::HashMap;
 
 use iced_x86::{
-    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionInfoFactory, OpAccess, OpKind, Register,
+    Code, ConstantOffsets, FlowControl, Instruction, InstructionInfoFactory, OpAccess, OpKind,
+    Register,
 };
-use object::{Object, ObjectSection, ObjectSymbol, RelocationKind, RelocationTarget, SymbolKind};
+use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
+use pcmap_binary::{RelocationKind, Symbol, SymbolKind};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
 use crate::cfg::{Cfg, Flow};
 use crate::hash;
-use crate::image::{Function, Image};
 
 /// How an immediate of iced-x86 becomes LLVM's int64 immediate: as is, or truncated to a width
 /// and sign- or zero-extended.
@@ -112,7 +112,7 @@ pub struct Stats {
 /// What block hashing needs to know about the whole binary (symbols, relocations); build once
 /// per binary and share between functions.
 pub struct Context<'i, 'd> {
-    image: &'i Image<'d>,
+    image: &'i BoltFunctions<'i, 'd>,
     /// Data symbols: (address, size), sorted by address (largest size kept per address).
     data: Vec<(u64, u64)>,
     /// Relocations in code: address of the relocated bytes -> relocation.
@@ -130,43 +130,37 @@ struct Reloc {
 
 impl<'i, 'd> Context<'i, 'd> {
     /// Read the symbol table and relocations of `image`.
-    pub fn new(image: &'i Image<'d>) -> Self {
+    pub fn new(image: &'i BoltFunctions<'i, 'd>) -> Self {
         let mut data = Vec::new();
         let mut relocs = HashMap::new();
-        if let Ok(file) = object::File::parse(image.data()) {
-            for s in file.symbols() {
-                if matches!(s.kind(), SymbolKind::Section | SymbolKind::File)
-                    || s.section_index().is_none()
-                    || s.address() == 0
-                {
-                    continue;
-                }
-                data.push((s.address(), s.size()));
+        let binary = image.binary();
+        // Symbols of `.symtab` only (a stripped binary's `.dynsym` gives BOLT no data symbols).
+        let symbols: &[Symbol<'_>] = if binary.symbols_from_dynsym() {
+            &[]
+        } else {
+            binary.symbols()
+        };
+        for s in symbols {
+            if matches!(s.kind, SymbolKind::Section | SymbolKind::File)
+                || s.section_index.is_none()
+                || s.address == 0
+            {
+                continue;
             }
-            for section in file.sections() {
-                if section.kind() != object::SectionKind::Text {
-                    continue;
-                }
-                for (at, r) in section.relocations() {
-                    let RelocationTarget::Symbol(idx) = r.target() else {
-                        continue;
-                    };
-                    let Ok(sym) = file.symbol_by_index(idx) else {
-                        continue;
-                    };
-                    let absolute = (r.kind() == RelocationKind::Absolute)
-                        .then(|| sym.address().wrapping_add(r.addend() as u64));
-                    // GOT-relative relocations refer to the GOT slot, not to the symbol.
-                    let symbol = (sym.kind() != SymbolKind::Section
-                        && sym.section_index().is_some()
-                        && matches!(
-                            r.kind(),
-                            RelocationKind::Absolute | RelocationKind::Relative
-                        ))
-                    .then(|| sym.address());
-                    relocs.insert(at, Reloc { symbol, absolute });
-                }
-            }
+            data.push((s.address, s.size));
+        }
+        for r in binary.code_relocations() {
+            let Some(sym) = symbols.get(r.symbol).filter(|_| r.symbol != 0) else {
+                continue;
+            };
+            let absolute = (r.kind == RelocationKind::Absolute)
+                .then(|| sym.address.wrapping_add(r.addend as u64));
+            // GOT-relative relocations refer to the GOT slot, not to the symbol.
+            let symbol = (sym.kind != SymbolKind::Section
+                && sym.section_index.is_some()
+                && matches!(r.kind, RelocationKind::Absolute | RelocationKind::Relative))
+            .then_some(sym.address);
+            relocs.insert(r.offset, Reloc { symbol, absolute });
         }
         // Functions BOLT made without a symbol (from FDEs: `__BOLT_FDE_FUNCat...`) have their
         // BinaryData too.
@@ -588,18 +582,9 @@ fn block_strings(
     if cfg.blocks.is_empty() {
         return Vec::new();
     }
-    let Some(bytes) = ctx.image.code_bytes(func.address, func.size) else {
-        return Vec::new();
-    };
-    let mut decoder = Decoder::with_ip(64, bytes, func.address, DecoderOptions::NONE);
-    let mut decoded = Vec::with_capacity(cfg.insns.len());
-    let mut offsets = Vec::with_capacity(cfg.insns.len());
-    while decoder.can_decode() && decoded.len() < cfg.insns.len() {
-        let ins = decoder.decode();
-        offsets.push(decoder.get_constant_offsets(&ins));
-        decoded.push(ins);
-    }
-    let jump_tables = jump_table_bases(&decoded, cfg);
+    // The CFG's own decode (one per function).
+    let (decoded, offsets) = (&cfg.decoded, &cfg.offsets);
+    let jump_tables = jump_table_bases(decoded, cfg);
     let mut out = Vec::with_capacity(cfg.blocks.len());
     let mut mnemonics: Vec<&str> = Vec::new();
     for b in &cfg.blocks {
@@ -615,7 +600,7 @@ fn block_strings(
             // table's names (the function-hash table may only know the other memory form).
             let tail_form = insn.flow == Flow::IndirectJump
                 && insn.tail_call
-                && tail_call_form(ctx, cfg, &decoded, b, k as usize);
+                && tail_call_form(ctx, cfg, decoded, b, k as usize);
             let special = matches!(insn.flow, Flow::CondJump | Flow::Jump) || tail_form;
             let names = match (hash::opcode_name(insn), entry) {
                 (Ok(Some(_)), Some(e)) if !special => e.2,

@@ -13,9 +13,10 @@
 //! A function is *simple* (has a CFG) when every instruction decodes and every in-function
 //! branch target is an instruction boundary.
 
-use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
-
-use crate::image::{Function, Image};
+use iced_x86::{
+    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register,
+};
+use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
 
 /// Control-flow class of one instruction, as far as CFG building and aggregation need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,12 +81,19 @@ pub struct Block {
 }
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
+///
+/// The function is decoded once, here: the CFG keeps the decoded instructions (with their
+/// operand offsets) that block hashes and the function hash need.
 #[derive(Debug, Clone, Default)]
 pub struct Cfg {
     /// Whether BOLT considers the function simple (CFG built).
     pub simple: bool,
-    /// All instructions in address order.
+    /// All instructions in address order (up to the first undecodable one).
     pub insns: Vec<Insn>,
+    /// The decoded form of each of [`Cfg::insns`].
+    pub decoded: Vec<Instruction>,
+    /// Where the displacement and immediate of each of [`Cfg::insns`] lie in its bytes.
+    pub offsets: Vec<ConstantOffsets>,
     /// Blocks in input layout (address) order.
     pub blocks: Vec<Block>,
 }
@@ -134,62 +142,33 @@ fn classify(ins: &Instruction) -> Flow {
     }
 }
 
+/// The decoder bitness for the binary's code.
+fn bitness(image: &BoltFunctions<'_, '_>) -> u32 {
+    if image.binary().is_64() { 64 } else { 32 }
+}
+
 /// Decode one instruction at `addr` (used for return checks in functions without a CFG).
-pub fn decode_one(image: &Image<'_>, addr: u64) -> Option<Flow> {
-    let bytes = image.code_bytes(addr, 15)?;
-    let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
+pub fn decode_one(image: &BoltFunctions<'_, '_>, addr: u64) -> Option<Flow> {
+    let bytes = image.binary().code_bytes(addr, 15)?;
+    let mut d = Decoder::with_ip(bitness(image), bytes, addr, DecoderOptions::NONE);
     let ins = d.decode();
     (!ins.is_invalid()).then(|| classify(&ins))
 }
 
-/// Addresses outside `func` that it references: targets of direct branches and calls, and
-/// RIP-relative memory operands. Empty when the function does not decode completely.
-pub fn outgoing_references(image: &Image<'_>, func: &Function) -> Vec<u64> {
-    let Some(bytes) = image.code_bytes(func.address, func.size) else {
-        return Vec::new();
-    };
-    let (start, end) = (func.address, func.address.saturating_add(func.size));
-    let outside = |a: u64| a < start || a >= end;
-    let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
-    let mut ins = Instruction::default();
-    let mut out = Vec::new();
-    while decoder.can_decode() {
-        decoder.decode_out(&mut ins);
-        if ins.is_invalid() {
-            return Vec::new();
-        }
-        if matches!(
-            ins.op0_kind(),
-            OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
-        ) {
-            let t = ins.near_branch_target();
-            if outside(t) {
-                out.push(t);
-            }
-        } else if ins.is_ip_rel_memory_operand() {
-            let t = ins.ip_rel_memory_address();
-            if outside(t) {
-                out.push(t);
-            }
-        }
-    }
-    out
-}
-
 /// Build the CFG of `func`.
-pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
-    let Some(bytes) = image.code_bytes(func.address, func.size) else {
+pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
+    let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
         return Cfg::default();
     };
     let size = func.size;
     let start = func.address;
-    let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+    let mut decoder = Decoder::with_ip(bitness(image), bytes, start, DecoderOptions::NONE);
     let mut insns = Vec::with_capacity(bytes.len() / 4 + 1);
+    let mut decoded: Vec<Instruction> = Vec::with_capacity(bytes.len() / 4 + 1);
+    let mut offsets = Vec::with_capacity(bytes.len() / 4 + 1);
     let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // insn index -> in-function targets
     let mut simple = (bytes.len() as u64) == size;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
-    // The last few instructions, to recognise position-independent jump-table sequences.
-    let mut recent: Vec<Instruction> = Vec::with_capacity(8);
     let mut ins = Instruction::default();
     while decoder.can_decode() {
         decoder.decode_out(&mut ins);
@@ -221,10 +200,13 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
                     tail_call = true;
                 }
             }
-            Flow::IndirectJump => match jump_table_base(&ins, &recent) {
-                Some(t) => tables.push((insns.len() as u32, t)),
-                None => tail_call = true,
-            },
+            // The last few instructions, to recognise position-independent jump-table sequences.
+            Flow::IndirectJump => {
+                match jump_table_base(&ins, &decoded[decoded.len().saturating_sub(8)..]) {
+                    Some(t) => tables.push((insns.len() as u32, t)),
+                    None => tail_call = true,
+                }
+            }
             _ => {}
         }
         insns.push(Insn {
@@ -236,10 +218,8 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
             tail_call,
             target,
         });
-        if recent.len() == 8 {
-            recent.remove(0);
-        }
-        recent.push(ins);
+        offsets.push(decoder.get_constant_offsets(&ins));
+        decoded.push(ins);
     }
     // Jump tables end where the function's next table starts (tables of a function are laid out
     // one after the other) or at the first entry that does not point into the function.
@@ -265,6 +245,8 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
         return Cfg {
             simple: false,
             insns,
+            decoded,
+            offsets,
             blocks: Vec::new(),
         };
     }
@@ -287,6 +269,8 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
                 return Cfg {
                     simple: false,
                     insns,
+                    decoded,
+                    offsets,
                     blocks: Vec::new(),
                 };
             }
@@ -347,6 +331,8 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
             return Cfg {
                 simple: false,
                 insns,
+                decoded,
+                offsets,
                 blocks: Vec::new(),
             };
         }
@@ -413,6 +399,8 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
     Cfg {
         simple: true,
         insns,
+        decoded,
+        offsets,
         blocks,
     }
 }
@@ -464,7 +452,7 @@ fn jump_table_base(ins: &Instruction, recent: &[Instruction]) -> Option<JumpTabl
 /// Targets of a jump table: entries read while they point into the function and stay below
 /// `limit` (the function's next table).
 fn jump_table_targets(
-    image: &Image<'_>,
+    image: &BoltFunctions<'_, '_>,
     func: &Function,
     table: JumpTable,
     limit: u64,
@@ -479,9 +467,10 @@ fn jump_table_targets(
             break;
         }
         let entry = if table.absolute {
-            image.read_u64(at)
+            image.binary().read_u64(at)
         } else {
             image
+                .binary()
                 .read_u32(at)
                 .map(|rel| table.base.wrapping_add(rel as i32 as i64 as u64))
         };

@@ -1,7 +1,8 @@
 //! perf2bolt 22's semantics in Rust, for `pcmap perf2bolt`:
 //!
-//! * [`image`]: the input binary as BOLT's aggregator sees it (functions with BOLT's names,
-//!   sizes and "max sizes", PLT pseudo functions);
+//! * the input binary as BOLT's aggregator sees it comes from `pcmap-binary`
+//!   ([`pcmap_binary::bolt::BoltFunctions`], built from a [`pcmap_binary::Binary`] the caller
+//!   parsed once): functions with BOLT's names, sizes and "max sizes", PLT pseudo functions;
 //! * [`cfg`](mod@cfg): CFGs built like BOLT's from the disassembly (leaders, successor order, jump tables,
 //!   tail calls, which functions are simple);
 //! * [`preagg`] and [`perfdata`]: pre-aggregated text and perf.data (branch stacks and basic
@@ -25,7 +26,6 @@ pub mod block_hash_table;
 pub mod cfg;
 pub mod fdata;
 pub mod hash;
-pub mod image;
 #[rustfmt::skip]
 pub mod opcode_table;
 pub mod perfdata;
@@ -36,9 +36,9 @@ pub mod yaml;
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The binary is not a readable ELF file.
+    /// The binary cannot be used (malformed, or a machine BOLT's model does not decode).
     #[error("reading the binary: {0}")]
-    Elf(String),
+    Binary(#[from] pcmap_binary::Error),
     /// The perf.data file cannot be used.
     #[error("perf.data: {0}")]
     PerfData(String),

@@ -14,15 +14,15 @@ use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregator, BranchProfile, Loc};
 use crate::cfg::Flow;
-use crate::image::FunctionKind;
 use crate::{block_hash, hash};
+use pcmap_binary::bolt::{BoltFunction, FunctionKind};
 
-/// BOLT's function numbers (`fid`), indexed like [`crate::image::Image::functions`]: functions
+/// BOLT's function numbers (`fid`), indexed like [`pcmap_binary::bolt::BoltFunctions::functions`]: functions
 /// with symbols in address order, then PLT entries, then the PLT header, then functions known
 /// only from FDEs (the order in which BOLT creates them).
 pub fn function_ids(agg: &Aggregator<'_, '_>) -> Vec<u32> {
     let funcs = agg.image().functions();
-    let group = |f: &crate::image::Function| -> u8 {
+    let group = |f: &BoltFunction| -> u8 {
         if f.kind == FunctionKind::Plt {
             if f.is_plt_header() { 2 } else { 1 }
         } else if f.is_fde_only() {
@@ -114,7 +114,11 @@ fn header(
     yaml::Header {
         version: 1,
         binary_name: binary_name.to_string(),
-        build_id: agg.image().build_id().unwrap_or("<unknown>").to_string(),
+        build_id: agg
+            .image()
+            .binary()
+            .build_id_hex()
+            .unwrap_or_else(|| "<unknown>".to_string()),
         flags,
         origin: "perf data aggregator".into(),
         events: crate::stringmap::string_set_order(events).join(","),

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::block_hash::{self, Context};
-use pcmap_perf2bolt::{cfg, image::Image};
+use pcmap_perf2bolt::cfg;
 use pcmap_testkit as tk;
 
 const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
@@ -67,7 +68,8 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     );
     let theirs = pcmap_profile::yaml::parse(&std::fs::read(&yaml).unwrap()).unwrap();
     let data = std::fs::read(bin).unwrap();
-    let image = Image::parse(&data).unwrap();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = BoltFunctions::discover(&binary).unwrap();
     let ctx = Context::new(&image);
     let by_name: HashMap<&str, usize> = image
         .functions()

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
-use pcmap_perf2bolt::image::Image;
 use pcmap_perf2bolt::{fdata, perfdata, preagg, yaml};
 
 /// Output format of `-o`.
@@ -89,20 +90,20 @@ fn write_outputs(
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let bin_file = std::fs::File::open(&args.binary)
+    // The binary is parsed once; everything below borrows this model.
+    let bin_file = MappedFile::open(&args.binary)
         .with_context(|| format!("opening {}", args.binary.display()))?;
-    // SAFETY: the mapping is read-only and the file is not modified while we hold it.
-    let bin_map = unsafe { memmap2::Mmap::map(&bin_file) }
-        .with_context(|| format!("mapping {}", args.binary.display()))?;
-    let image =
-        Image::parse(&bin_map).with_context(|| format!("reading {}", args.binary.display()))?;
+    let binary = Binary::parse(bin_file.bytes())
+        .with_context(|| format!("reading {}", args.binary.display()))?;
+    let image = BoltFunctions::discover(&binary)
+        .with_context(|| format!("reading {}", args.binary.display()))?;
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
-    let bat = if image.has_bat() {
-        let section = image
-            .section_data(pcmap_bat::SECTION_NAME)
+    let bat = if let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) {
+        let section = binary
+            .section_data(section)
             .with_context(|| format!("reading .note.bolt_bat of {}", args.binary.display()))?;
-        let table = pcmap_bat::BatTable::parse(section)
+        let table = pcmap_bat::BatTable::parse(&section)
             .with_context(|| format!("decoding .note.bolt_bat of {}", args.binary.display()))?;
         Some(table)
     } else {
@@ -150,7 +151,7 @@ pub fn run(args: Args) -> Result<()> {
             basic: args.basic_events,
             pid: args.pid,
             ignore_build_id: args.ignore_build_id,
-            build_id: image.build_id_bytes(),
+            build_id: binary.build_id(),
             binary_name: name,
         };
         let (parsed, stats) = perfdata::read(&prof_map, &opts)
