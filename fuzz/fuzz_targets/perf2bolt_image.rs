@@ -2,13 +2,16 @@
 //! ELF bytes.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pcmap_perf2bolt::{aggregate::Aggregator, hash, image::Image, preagg};
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_perf2bolt::{aggregate::Aggregator, block_hash, preagg};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(image) = Image::parse(data) else { return };
+    let Ok(binary) = pcmap_binary::Binary::parse(data) else { return };
+    let Ok(image) = BoltFunctions::discover(&binary) else { return };
     let agg = Aggregator::new(&image);
-    for i in 0..image.functions().len().min(64) {
-        let _ = hash::function_hash(agg.cfg(i));
+    let ctx = block_hash::Context::new(&image);
+    for (i, f) in image.functions().iter().enumerate().take(64) {
+        let _ = block_hash::function_hash(&ctx, f, agg.cfg(i));
     }
     if let Some(f) = image.functions().first() {
         let a = f.address;

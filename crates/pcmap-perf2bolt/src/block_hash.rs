@@ -48,7 +48,6 @@ use pcmap_binary::{RelocationKind, Symbol, SymbolKind};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
 use crate::cfg::{Cfg, Flow};
-use crate::hash;
 
 /// How an immediate of iced-x86 becomes LLVM's int64 immediate: as is, or truncated to a width
 /// and sign- or zero-extended.
@@ -459,7 +458,7 @@ fn hash_operands(
 }
 
 /// Whether BOLT gives an indirect jump that is not through a recognised jump table its tail-call
-/// opcode (`JMP32r`/`JMP32m`, see [`hash::opcode_name`]) rather than keeping `JMP64r`/`JMP64m`
+/// opcode (`JMP32r`/`JMP32m`) rather than keeping `JMP64r`/`JMP64m`
 /// with unknown control flow (`disassemble` and `postProcessIndirectBranches`):
 ///
 /// * in a one-block function, always;
@@ -559,9 +558,8 @@ pub fn hash_inputs(
 
 /// BOLT's function hash (`BinaryFunction::computeHash` with `hash-func: xxh3`): xxh3 of the
 /// concatenated `hashBlock` strings without operands of all blocks in input order, i.e. the
-/// opcode names the block hashes use. The same value as [`crate::hash::function_hash`] where
-/// both know the instruction forms; this one also knows AVX-512 masking, memory forms missing
-/// from the function-hash table and which indirect jumps keep `JMP64r`/`JMP64m`.
+/// opcode names the block hashes use (AVX-512 masking and which indirect jumps keep
+/// `JMP64r`/`JMP64m` included). The YAML writer's function hash.
 pub fn function_hash(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Stats) {
     let mut stats = Stats::default();
     let mut all = Vec::new();
@@ -596,23 +594,24 @@ fn block_strings(
                 break;
             };
             let entry = lookup(insn.code as u16, form(insn.has_mem, ins));
-            // Branches take BOLT's forms from `hash::opcode_name`; other instructions this
-            // table's names (the function-hash table may only know the other memory form).
+            // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
+            // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
+            // out. Other instructions take the table's names.
             let tail_form = insn.flow == Flow::IndirectJump
                 && insn.tail_call
                 && tail_call_form(ctx, cfg, decoded, b, k as usize);
-            let special = matches!(insn.flow, Flow::CondJump | Flow::Jump) || tail_form;
-            let names = match (hash::opcode_name(insn), entry) {
-                (Ok(Some(_)), Some(e)) if !special => e.2,
-                (Ok(Some(names)), _) => names,
-                (Ok(None), _) => continue, // direct unconditional jump
-                // Forms the function-hash table lacks: this table's names (same source).
-                (Err(_), Some(e)) => e.2,
-                (Err(code), None) => {
+            let names = match (insn.flow, entry) {
+                (Flow::CondJump, _) => "JCC_1",
+                (Flow::Jump, _) if !insn.tail_call => continue,
+                (Flow::Jump, _) => "JMP_4",
+                (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
+                (Flow::IndirectJump, _) if tail_form => "JMP32r",
+                (_, Some(e)) => e.2,
+                (_, None) => {
                     stats.insns += 1;
                     stats.unknown += 1;
-                    stats.first_unknown.get_or_insert((code, insn.has_mem));
-                    instr.extend_from_slice(format!("{code:?}").as_bytes());
+                    stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+                    instr.extend_from_slice(format!("{:?}", insn.code).as_bytes());
                     continue;
                 }
             };
@@ -628,7 +627,7 @@ fn block_strings(
                 } else if insn.flow == Flow::CondJump && last {
                     mnemonics.push("JMP");
                 } else if tail_form && last {
-                    // BOLT's indirect tail calls are JMP32m/JMP32r (see `hash::opcode_name`).
+                    // BOLT's indirect tail calls are JMP32m/JMP32r.
                     mnemonics.push("jmpl*");
                 } else if let Some(m) = mnems.get(pi) {
                     mnemonics.push(m);

@@ -9,9 +9,8 @@
 //!   samples) into the same merged trace records;
 //! * [`aggregate`]: taken branches, fall-through validation with call continuation, external
 //!   origins, returns, statistics, in parallel over address-sorted traces;
-//! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`hash`]: BOLT's xxh3 function hash over
-//!   LLVM opcode names from the generated [`opcode_table`]; [`stringmap`]: LLVM `StringSet` order;
-//! * [`block_hash`]: BOLT's block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
+//! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`stringmap`]: LLVM `StringSet` order;
+//! * [`block_hash`]: BOLT's function hash and block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
 //!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
 //!
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
@@ -25,9 +24,6 @@ pub mod block_hash;
 pub mod block_hash_table;
 pub mod cfg;
 pub mod fdata;
-pub mod hash;
-#[rustfmt::skip]
-pub mod opcode_table;
 pub mod perfdata;
 pub mod preagg;
 pub mod stringmap;

@@ -3,7 +3,7 @@
 //!
 //! Per profiled function (any function a record starts or ends in), in address order: `fid`
 //! (BOLT's function number: symbol functions in address order, then PLT entries, then the PLT
-//! header), `hash` (xxh3 of LLVM opcode names, see [`crate::hash`]), `exec` (entries at offset 0),
+//! header), `hash` (xxh3 of LLVM opcode names, see [`block_hash::function_hash`]), `exec` (entries at offset 0),
 //! `nblocks`, and the blocks that are entry points or carry counts, with every CFG successor (zero
 //! counts included), call sites and block hashes ([`crate::block_hash`]).
 
@@ -13,8 +13,8 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregator, BranchProfile, Loc};
+use crate::block_hash;
 use crate::cfg::Flow;
-use crate::{block_hash, hash};
 use pcmap_binary::bolt::{BoltFunction, FunctionKind};
 
 /// BOLT's function numbers (`fid`), indexed like [`pcmap_binary::bolt::BoltFunctions::functions`]: functions
@@ -226,7 +226,7 @@ fn cfg_function(
         name: f.profile_name(agg.is_bat()).to_string(),
         id: ids[fi],
         hash: if cfg.simple {
-            hash::function_hash(cfg).0
+            block_hash::function_hash(hash_ctx, f, cfg).0
         } else {
             0
         },
@@ -498,6 +498,7 @@ pub fn sample_profile(
 ) -> yaml::Profile {
     let image = agg.image();
     let ids = function_ids(agg);
+    let hash_ctx = block_hash::Context::new(image);
     let sampled = samples.profiled_functions(image.functions().len());
     let mut out = yaml::Profile {
         header: header(agg, binary_name, events, yaml::PF_SAMPLE),
@@ -516,7 +517,7 @@ pub fn sample_profile(
             name: f.name().to_string(),
             id: ids[fi],
             hash: if cfg.simple {
-                hash::function_hash(cfg).0
+                block_hash::function_hash(&hash_ctx, f, cfg).0
             } else {
                 0
             },

@@ -2,7 +2,7 @@
 //! aggregation panic.
 
 use pcmap_binary::bolt::BoltFunctions;
-use pcmap_perf2bolt::{aggregate::Aggregator, hash, preagg};
+use pcmap_perf2bolt::{aggregate::Aggregator, block_hash, preagg};
 use pcmap_testkit as tk;
 
 #[test]
@@ -60,9 +60,11 @@ fn corrupted_binaries_do_not_panic() {
         };
         parsed += 1;
         let agg = Aggregator::new(&image);
+        let ctx = block_hash::Context::new(&image);
         let mut text = String::new();
         for (i, f) in image.functions().iter().enumerate() {
-            let _ = hash::function_hash(agg.cfg(i));
+            let _ = block_hash::function_hash(&ctx, f, agg.cfg(i));
+            let _ = block_hash::block_hashes(&ctx, f, agg.cfg(i));
             let a = f.address;
             text.push_str(&format!(
                 "T {a:x} {:x} {:x} 1\nF {a:x} {:x} 2\n",
