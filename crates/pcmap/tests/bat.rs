@@ -784,6 +784,8 @@ fn malformed_sections_are_reported() {
 /// basic samples (`S` records): `pcmap bat translate` names and offsets them as perf2bolt 22
 /// writes them into its fdata.
 fn assert_padding_translation_agrees_with_perf2bolt(f: &Fixture) {
+    /// A function (by address; `u64::MAX` for unknown code) and an offset.
+    type Place = (u64, u64);
     let file = std::fs::read(&f.bolted).unwrap();
     let bin = Binary::parse(&file).unwrap();
     let functions = pcmap_binary::bolt::BoltFunctions::discover(&bin).unwrap();
@@ -870,7 +872,7 @@ fn assert_padding_translation_agrees_with_perf2bolt(f: &Fixture) {
         }
         lines.map(str::to_string).collect()
     };
-    let mut oracle: BTreeMap<((u64, u64), (u64, u64)), u64> = BTreeMap::new();
+    let mut oracle: BTreeMap<(Place, Place), u64> = BTreeMap::new();
     for line in perf2bolt("branches", &branches, false) {
         let w: Vec<&str> = line.split(' ').collect();
         assert_eq!(w.len(), 8, "unexpected fdata line {line:?}");
@@ -916,7 +918,7 @@ fn assert_padding_translation_agrees_with_perf2bolt(f: &Fixture) {
     );
     let (from, rest) = translated.split_at(sources.len());
     let (to, sampled) = rest.split_at(targets.len());
-    let mut ours: BTreeMap<((u64, u64), (u64, u64)), u64> = BTreeMap::new();
+    let mut ours: BTreeMap<(Place, Place), u64> = BTreeMap::new();
     for (i, (s, t)) in from.iter().zip(to).enumerate() {
         // perf2bolt records nothing for a branch between two unknown locations.
         if *s == (u64::MAX, 0) && *t == (u64::MAX, 0) {
