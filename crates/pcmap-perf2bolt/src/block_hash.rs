@@ -13,7 +13,7 @@
 //! * The InstrHash string (`hashBlock`) concatenates, for every instruction except direct
 //!   unconditional jumps (nops included: they stay in BOLT's blocks), its LLVM opcode name
 //!   (conditional jumps as `JCC_1`, indirect tail calls as `JMP32r`/`JMP32m`, see
-//!   `tail_call_form`) and its MCInst operands: registers as LLVM register enum numbers,
+//!   [`crate::cfg::IndirectJump`]) and its MCInst operands: registers as LLVM register enum numbers,
 //!   immediates, both as minimal little-endian bytes (`hashInteger`, 0 as one NUL byte), and
 //!   symbolic operands (`hashExpr`): nothing for functions and jump tables, else the symbol's
 //!   address, then for `symbol + addend` a NUL (the `Add` opcode) and the addend.
@@ -39,15 +39,12 @@
 
 use std::collections::HashMap;
 
-use iced_x86::{
-    Code, ConstantOffsets, FlowControl, Instruction, InstructionInfoFactory, OpAccess, OpKind,
-    Register,
-};
+use iced_x86::{Code, ConstantOffsets, FlowControl, Instruction, OpKind, Register};
 use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
 use pcmap_binary::{RelocationKind, Symbol, SymbolKind};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
-use crate::cfg::{Cfg, Flow};
+use crate::cfg::{Cfg, Flow, IndirectJump};
 
 /// How an immediate of iced-x86 becomes LLVM's int64 immediate: as is, or truncated to a width
 /// and sign- or zero-extended.
@@ -457,87 +454,6 @@ fn hash_operands(
     ok
 }
 
-/// Whether BOLT gives an indirect jump that is not through a recognised jump table its tail-call
-/// opcode (`JMP32r`/`JMP32m`) rather than keeping `JMP64r`/`JMP64m`
-/// with unknown control flow (`disassemble` and `postProcessIndirectBranches`):
-///
-/// * in a one-block function, always;
-/// * in strict mode (relocation mode) in a function without internal references (no jump
-///   table), always;
-/// * when the target comes from memory that looks like a jump table or fixed branch (no base
-///   register, or %rip) that did not validate: converted during disassembly;
-/// * otherwise (`analyzeIndirectBranch` says UNKNOWN: a base register, no load found, or a
-///   register set by something else than a load) only in a block with an epilogue (`pop`,
-///   `leave`).
-///
-/// The memory location is the jump's own operand or, for a jump through a register, the plain
-/// load that last writes the register before the jump in address order (BOLT has no blocks yet).
-fn tail_call_form(
-    ctx: &Context<'_, '_>,
-    cfg: &Cfg,
-    decoded: &[Instruction],
-    block: &crate::cfg::Block,
-    k: usize,
-) -> bool {
-    let Some(jump) = decoded.get(k) else {
-        return true;
-    };
-    if cfg.blocks.len() == 1 {
-        return true;
-    }
-    let has_jump_table = cfg
-        .insns
-        .iter()
-        .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
-    if ctx.image.relocation_mode() && !has_jump_table {
-        return true;
-    }
-    let first = block.first_insn as usize;
-    let body = decoded.get(first..k).unwrap_or(&[]);
-    let mem_loc = if jump.op0_kind() == OpKind::Memory {
-        Some(jump)
-    } else {
-        let reg = jump.op0_register().full_register();
-        let mut factory = InstructionInfoFactory::new();
-        decoded
-            .get(..k)
-            .unwrap_or(&[])
-            .iter()
-            .rev()
-            .find(|i| {
-                factory.info(i).used_registers().iter().any(|u| {
-                    u.register().full_register() == reg
-                        && matches!(
-                            u.access(),
-                            OpAccess::Write
-                                | OpAccess::ReadWrite
-                                | OpAccess::CondWrite
-                                | OpAccess::ReadCondWrite
-                        )
-                })
-            })
-            .filter(|i| {
-                matches!(
-                    i.code(),
-                    Code::Mov_r64_rm64 | Code::Mov_r32_rm32 | Code::Mov_r16_rm16
-                ) && i.op1_kind() == OpKind::Memory
-            })
-    };
-    if let Some(m) = mem_loc {
-        let base = m.memory_base();
-        if (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
-        {
-            return true;
-        }
-    }
-    body.iter().any(|i| {
-        matches!(
-            i.mnemonic(),
-            iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
-        )
-    })
-}
-
 /// Whether an LLVM opcode name is a nop (`X86::isNOP`): nops stay in BOLT's blocks (and in the
 /// InstrHash) but are left out of the loose OpcodeHash.
 fn is_nop(name: &str) -> bool {
@@ -597,9 +513,7 @@ fn block_strings(
             // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
             // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
             // out. Other instructions take the table's names.
-            let tail_form = insn.flow == Flow::IndirectJump
-                && insn.tail_call
-                && tail_call_form(ctx, cfg, decoded, b, k as usize);
+            let tail_form = insn.indirect == Some(IndirectJump::TailCall);
             let names = match (insn.flow, entry) {
                 (Flow::CondJump, _) => "JCC_1",
                 (Flow::Jump, _) if !insn.tail_call => continue,

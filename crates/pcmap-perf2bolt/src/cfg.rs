@@ -14,7 +14,8 @@
 //! branch target is an instruction boundary.
 
 use iced_x86::{
-    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register,
+    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction,
+    InstructionInfoFactory, OpAccess, OpKind, Register,
 };
 use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
 
@@ -37,6 +38,18 @@ pub enum Flow {
     Trap,
 }
 
+/// What BOLT makes of an indirect jump (`postProcessIndirectBranches` after `disassemble`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndirectJump {
+    /// Through a recognised jump table: the table's targets are the successors.
+    JumpTable,
+    /// A tail call: BOLT's `JMP32r`/`JMP32m` opcodes (in hashes), no successors.
+    TailCall,
+    /// Unknown control flow: BOLT keeps `JMP64r`/`JMP64m`; outside strict (relocation) mode
+    /// a function with such a jump has no CFG.
+    Unknown,
+}
+
 /// One decoded instruction.
 #[derive(Debug, Clone, Copy)]
 pub struct Insn {
@@ -50,8 +63,12 @@ pub struct Insn {
     pub code: Code,
     /// Whether an operand is a memory reference.
     pub has_mem: bool,
-    /// A jump that leaves the function (BOLT treats it as a tail call, hence a call).
+    /// A jump that leaves the function, or an indirect jump through no recognised jump table
+    /// (perf2bolt's aggregation treats it as a call).
     pub tail_call: bool,
+    /// For indirect jumps of a function with blocks: BOLT's classification (the one rule for CFG
+    /// rejection and for the opcodes block and function hashes use).
+    pub indirect: Option<IndirectJump>,
     /// Target of a direct branch or call (0 for indirect ones and other instructions).
     pub target: u64,
 }
@@ -217,6 +234,7 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
             has_mem,
             tail_call,
             target,
+            indirect: None,
         });
         offsets.push(decoder.get_constant_offsets(&ins));
         decoded.push(ins);
@@ -311,6 +329,26 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
             succs: Vec::new(),
             is_entry: lead == 0 || func.secondary_entries.contains(&lead),
         });
+    }
+    let has_jump_table = insns
+        .iter()
+        .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
+    for b in &blocks {
+        for k in b.first_insn as usize..b.end_insn as usize {
+            if insns[k].flow != Flow::IndirectJump {
+                continue;
+            }
+            insns[k].indirect = Some(if !insns[k].tail_call {
+                IndirectJump::JumpTable
+            } else if blocks.len() == 1
+                || (image.relocation_mode() && !has_jump_table)
+                || is_tail_call(&decoded, b.first_insn as usize, k)
+            {
+                IndirectJump::TailCall
+            } else {
+                IndirectJump::Unknown
+            });
+        }
     }
     // Outside relocation mode (no strict mode) BOLT re-analyses every unresolved indirect jump
     // of a multi-block function in its block, and rejects the function's CFG ("failed to
@@ -483,4 +521,67 @@ fn jump_table_targets(
         out.push(entry - func.address);
     }
     out
+}
+
+/// Whether BOLT makes an unresolved indirect jump (`decoded[k]`, in the block starting at
+/// instruction `first`) of a multi-block function a tail call (`JMP32r`/`JMP32m`) rather than
+/// keeping `JMP64r`/`JMP64m` with unknown control flow (`disassemble`, then
+/// `postProcessIndirectBranches`). (One-block functions, and functions without jump tables in
+/// strict mode, always make it a tail call.)
+///
+/// * when the target comes from memory that looks like a jump table or fixed branch (no base
+///   register, or %rip) that did not validate: converted during disassembly;
+/// * otherwise (`analyzeIndirectBranch` says UNKNOWN: a base register, no load found, or a
+///   register set by something else than a load) only in a block with an epilogue (`pop`,
+///   `leave`).
+///
+/// The memory location is the jump's own operand or, for a jump through a register, the plain
+/// load that last writes the register before the jump in address order (BOLT has no blocks yet).
+fn is_tail_call(decoded: &[Instruction], first: usize, k: usize) -> bool {
+    let Some(jump) = decoded.get(k) else {
+        return true;
+    };
+    let body = decoded.get(first..k).unwrap_or(&[]);
+    let mem_loc = if jump.op0_kind() == OpKind::Memory {
+        Some(jump)
+    } else {
+        let reg = jump.op0_register().full_register();
+        let mut factory = InstructionInfoFactory::new();
+        decoded
+            .get(..k)
+            .unwrap_or(&[])
+            .iter()
+            .rev()
+            .find(|i| {
+                factory.info(i).used_registers().iter().any(|u| {
+                    u.register().full_register() == reg
+                        && matches!(
+                            u.access(),
+                            OpAccess::Write
+                                | OpAccess::ReadWrite
+                                | OpAccess::CondWrite
+                                | OpAccess::ReadCondWrite
+                        )
+                })
+            })
+            .filter(|i| {
+                matches!(
+                    i.code(),
+                    Code::Mov_r64_rm64 | Code::Mov_r32_rm32 | Code::Mov_r16_rm16
+                ) && i.op1_kind() == OpKind::Memory
+            })
+    };
+    if let Some(m) = mem_loc {
+        let base = m.memory_base();
+        if (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
+        {
+            return true;
+        }
+    }
+    body.iter().any(|i| {
+        matches!(
+            i.mnemonic(),
+            iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
+        )
+    })
 }
