@@ -45,9 +45,13 @@ pub enum IndirectJump {
     JumpTable,
     /// A tail call: BOLT's `JMP32r`/`JMP32m` opcodes (in hashes), no successors.
     TailCall,
-    /// Unknown control flow: BOLT keeps `JMP64r`/`JMP64m`; outside strict (relocation) mode
-    /// a function with such a jump has no CFG.
+    /// Unknown control flow: BOLT keeps `JMP64r`/`JMP64m` (it found the memory location the
+    /// target comes from, so the CFG stands).
     Unknown,
+    /// Outside strict (relocation) mode, in a multi-block function: no memory location for the
+    /// target in the jump's block (its own memory operand, or an earlier memory access), so
+    /// BOLT fails to post-process the function's indirect branches and builds no CFG.
+    Unanalyzable,
 }
 
 /// One decoded instruction.
@@ -330,50 +334,45 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
             is_entry: lead == 0 || func.secondary_entries.contains(&lead),
         });
     }
+    // Every indirect jump classified once (see `IndirectJump`); outside relocation mode (no
+    // strict mode) BOLT rejects the CFG of a function with an unanalyzable one ("failed to
+    // post-process indirect branches"). Measured against perf2bolt 22's YAML on PIE builds, the
+    // memory-location rule (`Unanalyzable`), not the epilogue rule that decides a jump's opcode,
+    // tells which functions keep a CFG.
     let has_jump_table = insns
         .iter()
         .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
+    let strict = image.relocation_mode();
     for b in &blocks {
-        for k in b.first_insn as usize..b.end_insn as usize {
+        let first = b.first_insn as usize;
+        for k in first..b.end_insn as usize {
             if insns[k].flow != Flow::IndirectJump {
                 continue;
             }
             insns[k].indirect = Some(if !insns[k].tail_call {
                 IndirectJump::JumpTable
-            } else if blocks.len() == 1
-                || (image.relocation_mode() && !has_jump_table)
-                || is_tail_call(&decoded, b.first_insn as usize, k)
-            {
+            } else if blocks.len() == 1 || (strict && !has_jump_table) {
+                IndirectJump::TailCall
+            } else if !strict && !insns[first..=k].iter().any(|i| i.has_mem) {
+                IndirectJump::Unanalyzable
+            } else if is_tail_call(&decoded, first, k) {
                 IndirectJump::TailCall
             } else {
                 IndirectJump::Unknown
             });
         }
     }
-    // Outside relocation mode (no strict mode) BOLT re-analyses every unresolved indirect jump
-    // of a multi-block function in its block, and rejects the function's CFG ("failed to
-    // post-process indirect branches") unless it finds the memory location the jump goes
-    // through: the jump's own memory operand, or a load earlier in its block. In relocation
-    // mode (perf2bolt's strict mode), and in a one-block function, such a jump is a tail call.
-    if !image.relocation_mode() && blocks.len() > 1 {
-        let rejected = blocks.iter().any(|b| {
-            let body = &insns[b.first_insn as usize..b.end_insn as usize];
-            body.iter().enumerate().any(|(k, i)| {
-                i.flow == Flow::IndirectJump
-                    && i.tail_call
-                    && !i.has_mem
-                    && !body[..k].iter().any(|p| p.has_mem)
-            })
-        });
-        if rejected {
-            return Cfg {
-                simple: false,
-                insns,
-                decoded,
-                offsets,
-                blocks: Vec::new(),
-            };
-        }
+    if insns
+        .iter()
+        .any(|i| i.indirect == Some(IndirectJump::Unanalyzable))
+    {
+        return Cfg {
+            simple: false,
+            insns,
+            decoded,
+            offsets,
+            blocks: Vec::new(),
+        };
     }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
     let mut target_iter = targets.iter().peekable();
