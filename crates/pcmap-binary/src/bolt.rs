@@ -18,11 +18,16 @@
 //! * zero-size functions extend to the next function; every function's *max size* reaches the
 //!   next function or the end of its section, unless the bytes after its size are not zeros,
 //!   NOPs or `int3` ("bad padding"), when lookups stop at its size;
-//! * BOLT's `processInterproceduralReferences`: a direct branch or call, or a RIP-relative
-//!   reference, from one function into the middle of another (within its size) makes that
-//!   address a secondary entry point of the target. References of every function that decodes
-//!   completely are taken (perf2bolt disassembles every function; in BAT mode it counts the
-//!   references of the functions it ignores too).
+//!
+//! Secondary entry points need every function's instructions: BOLT's
+//! `processInterproceduralReferences` makes a direct branch or call, or a RIP-relative reference,
+//! from one function into the middle of another (within its size) an entry point of the target.
+//! References of every function that decodes completely count (perf2bolt disassembles every
+//! function; in BAT mode it counts the references of the functions it ignores too). A caller
+//! that decodes some functions anyway (perf2bolt builds CFGs of the profiled ones) takes their
+//! references from its own decode ([`references_out_of`]) and lets
+//! [`BoltFunctions::outgoing_references`] decode the others, so each function is decoded once;
+//! [`BoltFunctions::entry_points`] applies the rule.
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
 
@@ -58,8 +63,6 @@ pub struct BoltFunction {
     pub max_size: u64,
     /// Ordinary or PLT.
     pub kind: FunctionKind,
-    /// Secondary entry points (offsets referenced from other functions), sorted.
-    pub secondary_entries: Vec<u64>,
 }
 
 impl BoltFunction {
@@ -114,8 +117,8 @@ pub struct BoltFunctions<'a, 'data> {
     /// `functions[i].address` and `address + max_size`, kept apart for cache-friendly lookups.
     starts: Vec<u64>,
     ends: Vec<u64>,
-    /// How many functions were decoded for interprocedural references.
-    decoded: usize,
+    /// Decoder bitness (64 for x86-64, 32 for i386).
+    bitness: u32,
 }
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
@@ -171,7 +174,6 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 size: s.size,
                 max_size: 0,
                 kind: FunctionKind::Regular,
-                secondary_entries: Vec::new(),
             });
         }
         // Code section starts without a function: `<section>/N`, named like BOLT names the
@@ -201,7 +203,6 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 size: 0,
                 max_size: 0,
                 kind: FunctionKind::Regular,
-                secondary_entries: Vec::new(),
             });
         }
         // FDEs: sizes of zero-size symbols, and functions of code no symbol covers.
@@ -232,7 +233,6 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 size,
                 max_size: 0,
                 kind: FunctionKind::Regular,
-                secondary_entries: Vec::new(),
             });
         }
         add_plt_functions(binary, &mut functions);
@@ -243,15 +243,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
             .collect();
-        let mut out = Self {
+        Ok(Self {
             binary,
             functions,
             starts,
             ends,
-            decoded: 0,
-        };
-        out.add_interprocedural_entry_points(bitness);
-        Ok(out)
+            bitness,
+        })
     }
 
     /// The binary the functions were discovered in.
@@ -295,27 +293,42 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         self.binary.section_by_name(".note.bolt_bat").is_some()
     }
 
-    /// How many functions discovery decoded (once each) to find interprocedural references.
-    pub fn decoded_functions(&self) -> usize {
-        self.decoded
+    /// The decoder bitness of the binary's code (64 for x86-64, 32 for i386).
+    pub fn bitness(&self) -> u32 {
+        self.bitness
     }
 
-    /// See the module documentation: references into the middle of other functions become
-    /// their secondary entry points.
-    fn add_interprocedural_entry_points(&mut self, bitness: u32) {
-        use rayon::prelude::*;
-        let funcs = &self.functions;
-        let binary = self.binary;
-        let refs: Vec<u64> = (0..funcs.len())
-            .into_par_iter()
-            .filter(|&i| funcs[i].kind == FunctionKind::Regular)
-            .flat_map_iter(|i| outgoing_references(binary, bitness, &funcs[i]))
-            .collect();
-        self.decoded = funcs
-            .iter()
-            .filter(|f| f.kind == FunctionKind::Regular)
-            .count();
-        let mut entries: Vec<(usize, u64)> = refs
+    /// Addresses outside function `index` that it references (see [`references_out_of`]),
+    /// decoding it; empty for PLT functions and functions that do not decode completely.
+    pub fn outgoing_references(&self, index: usize) -> Vec<u64> {
+        let Some(func) = self.functions.get(index) else {
+            return Vec::new();
+        };
+        let Some(bytes) = self.binary.code_bytes(func.address, func.size) else {
+            return Vec::new();
+        };
+        if func.kind != FunctionKind::Regular {
+            return Vec::new();
+        }
+        let mut decoder = Decoder::with_ip(self.bitness, bytes, func.address, DecoderOptions::NONE);
+        let mut out = Vec::new();
+        let mut ins = Instruction::default();
+        while decoder.can_decode() {
+            decoder.decode_out(&mut ins);
+            if ins.is_invalid() {
+                return Vec::new();
+            }
+            out.extend(instruction_reference(&ins).filter(|&a| !contains(func, a)));
+        }
+        out
+    }
+
+    /// BOLT's `processInterproceduralReferences`: the secondary entry points (sorted offsets,
+    /// per function, indexed like [`Self::functions`]) that `references` (addresses referenced
+    /// from outside the function they land in) make: an address inside a regular function,
+    /// past its start and within its size.
+    pub fn entry_points(&self, references: impl IntoIterator<Item = u64>) -> Vec<Vec<u64>> {
+        let mut entries: Vec<(usize, u64)> = references
             .into_iter()
             .filter_map(|addr| {
                 let i = self.starts.partition_point(|&s| s <= addr).checked_sub(1)?;
@@ -327,41 +340,47 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .collect();
         entries.sort_unstable();
         entries.dedup();
+        let mut out = vec![Vec::new(); self.functions.len()];
         for (i, offset) in entries {
-            self.functions[i].secondary_entries.push(offset);
+            out[i].push(offset);
         }
+        out
     }
 }
 
-/// Addresses outside `func` that it references: targets of direct branches and calls, and
-/// RIP-relative memory operands. Empty when the function does not decode completely.
-fn outgoing_references(binary: &Binary<'_>, bitness: u32, func: &BoltFunction) -> Vec<u64> {
-    let Some(bytes) = binary.code_bytes(func.address, func.size) else {
-        return Vec::new();
-    };
-    let (start, end) = (func.address, func.address.saturating_add(func.size));
-    let outside = |a: u64| a < start || a >= end;
-    let mut decoder = Decoder::with_ip(bitness, bytes, start, DecoderOptions::NONE);
-    let mut ins = Instruction::default();
+/// Whether `address` lies within `func`'s size.
+fn contains(func: &BoltFunction, address: u64) -> bool {
+    address >= func.address && address - func.address < func.size
+}
+
+/// The address an instruction refers to in BOLT's interprocedural analysis: a direct branch or
+/// call target, or a RIP-relative memory operand.
+pub fn instruction_reference(ins: &Instruction) -> Option<u64> {
+    if matches!(
+        ins.op0_kind(),
+        OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
+    ) {
+        Some(ins.near_branch_target())
+    } else if ins.is_ip_rel_memory_operand() {
+        Some(ins.ip_rel_memory_address())
+    } else {
+        None
+    }
+}
+
+/// The addresses outside `func` that its instructions (all of them, decoded from its start)
+/// refer to; empty when one is invalid (BOLT takes no references from a function it cannot
+/// disassemble).
+pub fn references_out_of<'i>(
+    func: &BoltFunction,
+    instructions: impl IntoIterator<Item = &'i Instruction>,
+) -> Vec<u64> {
     let mut out = Vec::new();
-    while decoder.can_decode() {
-        decoder.decode_out(&mut ins);
+    for ins in instructions {
         if ins.is_invalid() {
             return Vec::new();
         }
-        let target = if matches!(
-            ins.op0_kind(),
-            OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
-        ) {
-            ins.near_branch_target()
-        } else if ins.is_ip_rel_memory_operand() {
-            ins.ip_rel_memory_address()
-        } else {
-            continue;
-        };
-        if outside(target) {
-            out.push(target);
-        }
+        out.extend(instruction_reference(ins).filter(|&a| !contains(func, a)));
     }
     out
 }
@@ -434,7 +453,6 @@ fn add_plt_functions(binary: &Binary<'_>, functions: &mut Vec<BoltFunction>) {
         size: 16,
         max_size: 16,
         kind: FunctionKind::Plt,
-        secondary_entries: Vec::new(),
     };
     // BOLT covers the PLT header with a pseudo function of its own.
     functions.push(pseudo(vec!["__BOLT_PSEUDO_.plt".to_string()], plt.address));

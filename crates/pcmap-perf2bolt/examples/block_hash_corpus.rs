@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
 use pcmap_binary::bolt::BoltFunctions;
-use pcmap_perf2bolt::{block_hash, cfg};
+use pcmap_perf2bolt::aggregate::Aggregator;
+use pcmap_perf2bolt::block_hash;
 
 fn atoms(ins: &Instruction) -> String {
     let mut out = Vec::new();
@@ -71,8 +72,10 @@ fn main() {
             eprintln!("skipping {path}: not x86");
             continue;
         };
-        for f in image.functions() {
-            let c = cfg::build(&image, f);
+        let agg = Aggregator::new(&image);
+        agg.prepare(None);
+        for (fi, f) in image.functions().iter().enumerate() {
+            let c = agg.cfg(fi);
             for i in &c.insns {
                 let addr = f.address + u64::from(i.offset);
                 let Some(b) = image.binary().code_bytes(addr, u64::from(i.len)) else {

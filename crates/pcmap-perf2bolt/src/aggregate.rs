@@ -17,7 +17,8 @@
 //! `address - owner address` translated through the owner's hot fragment, as perf2bolt's
 //! `doBasicSample` does (for a cold fragment this differs from the branch translation).
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use pcmap_bat::BatTable;
 use rayon::prelude::*;
@@ -153,9 +154,21 @@ impl FunctionStats {
 }
 
 /// The binary with lazily built CFGs.
+///
+/// Every function is decoded once per run: when the profile is known
+/// ([`Self::aggregate_traces`], [`Self::aggregate_samples`]), one parallel pass decodes every
+/// function for BOLT's interprocedural references (secondary entry points); the functions the
+/// profile touches keep that decode for their CFG, which block and function hashes use too.
 pub struct Aggregator<'a, 'data> {
     image: &'a BoltFunctions<'a, 'data>,
     cfgs: Vec<OnceLock<Cfg>>,
+    /// Secondary entry points of every function (offsets), from every function's references.
+    entries: OnceLock<Vec<Vec<u64>>>,
+    /// Decodes made for the references of functions the profile touches, until their CFG
+    /// takes them.
+    pending: Vec<Mutex<Option<cfg::Decoded>>>,
+    /// How many function decodes this aggregator made.
+    decodes: AtomicUsize,
     /// Rank of each function in byte-wise name order (fdata order).
     name_rank: Vec<u32>,
     /// The binary's BAT table: profile of a BOLT-optimized binary.
@@ -185,6 +198,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         Self {
             image,
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
+            entries: OnceLock::new(),
+            pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
+            decodes: AtomicUsize::new(0),
             name_rank,
             bat: None,
         }
@@ -221,6 +237,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             NotOptimizable,
         }
         let funcs = self.image.functions();
+        self.prepare(Some(profiled));
         let classes: Vec<Class> = (0..funcs.len())
             .into_par_iter()
             .map(|i| {
@@ -278,15 +295,71 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self.image
     }
 
+    /// Decode every function once for BOLT's secondary entry points, keeping the decodes of
+    /// the functions marked in `touched` (indexed like [`BoltFunctions::functions`]) for their
+    /// CFGs. Does nothing after the first call. Runs before any parallel use of [`Self::cfg`]
+    /// (so that no CFG waits for it inside a parallel job).
+    pub fn prepare(&self, touched: Option<&[bool]>) {
+        self.entries.get_or_init(|| {
+            let funcs = self.image.functions();
+            let refs: Vec<u64> = (0..funcs.len())
+                .into_par_iter()
+                .filter(|&i| funcs[i].kind == FunctionKind::Regular)
+                .flat_map_iter(|i| {
+                    self.decodes.fetch_add(1, Ordering::Relaxed);
+                    let keep = touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
+                        && self.cfgs[i].get().is_none();
+                    if !keep {
+                        return self.image.outgoing_references(i);
+                    }
+                    let d = cfg::decode(self.image, &funcs[i]);
+                    let refs = d.references(&funcs[i]);
+                    if let Ok(mut slot) = self.pending[i].lock() {
+                        *slot = Some(d);
+                    }
+                    refs
+                })
+                .collect();
+            self.image.entry_points(refs)
+        });
+    }
+
+    /// How many times this aggregator decoded a function (once per function when the profile
+    /// was known before any CFG was asked for).
+    pub fn decoded_functions(&self) -> usize {
+        self.decodes.load(Ordering::Relaxed)
+    }
+
     /// The CFG of function `index`, built on first use.
     pub fn cfg(&self, index: usize) -> &Cfg {
         self.cfgs[index].get_or_init(|| {
             let f = &self.image.functions()[index];
             match f.kind {
-                FunctionKind::Regular => cfg::build(self.image, f),
+                FunctionKind::Regular => {
+                    self.prepare(None);
+                    let entries = self.entries.get().map_or(&[][..], |e| &e[index]);
+                    let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
+                    let d = pending.unwrap_or_else(|| {
+                        self.decodes.fetch_add(1, Ordering::Relaxed);
+                        cfg::decode(self.image, f)
+                    });
+                    cfg::build_from(self.image, f, entries, d)
+                }
                 FunctionKind::Plt => Cfg::default(),
             }
         })
+    }
+
+    /// The functions containing any of `addresses` (indexed like [`BoltFunctions::functions`]).
+    fn touched(&self, addresses: impl ParallelIterator<Item = u64>) -> Vec<bool> {
+        let hits: Vec<usize> = addresses
+            .filter_map(|a| self.image.function_containing(a))
+            .collect();
+        let mut touched = vec![false; self.image.functions().len()];
+        for i in hits {
+            touched[i] = true;
+        }
+        touched
     }
 
     fn is_return(&self, addr: u64) -> bool {
@@ -317,6 +390,12 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         // The traces come in address order: each function's CFG and records stay hot in cache
         // while its traces are processed, and the parallel chunks touch mostly disjoint functions.
         let traces = &profile.traces;
+        let touched = self.touched(traces.par_iter().flat_map_iter(|(t, _)| {
+            [t.branch, t.from, t.to]
+                .into_iter()
+                .filter(|&a| a < crate::preagg::FT_EXTERNAL_RETURN && a != BR_ONLY)
+        }));
+        self.prepare(Some(&touched));
         let chunk = (traces.len() / (rayon::current_num_threads() * 8)).clamp(1024, 1 << 16);
         // Each chunk merges its own duplicates; chunks cover disjoint address ranges, so their
         // records barely overlap: concatenate, sort into fdata order, merge neighbours.
@@ -555,6 +634,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// Aggregate basic samples (`--ba`).
     pub fn aggregate_samples(&self, profile: &PreAggregated) -> SampleProfile {
+        let touched = self.touched(profile.samples.par_iter().map(|(&a, _)| a));
+        self.prepare(Some(&touched));
         let mut out = SampleProfile::default();
         for (&addr, &count) in &profile.samples {
             match self.locate_sample(addr) {

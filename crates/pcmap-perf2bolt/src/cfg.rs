@@ -177,9 +177,41 @@ pub fn decode_one(image: &BoltFunctions<'_, '_>, addr: u64) -> Option<Flow> {
 }
 
 /// Build the CFG of `func`.
-pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
+pub fn build(image: &BoltFunctions<'_, '_>, func: &Function, entries: &[u64]) -> Cfg {
+    build_from(image, func, entries, decode(image, func))
+}
+
+/// One function decoded (once): its instructions and in-function branch targets, before
+/// blocks are formed (which needs the function's secondary entry points, i.e. the references of
+/// every other function).
+#[derive(Debug, Default)]
+pub struct Decoded {
+    insns: Vec<Insn>,
+    decoded: Vec<Instruction>,
+    offsets: Vec<ConstantOffsets>,
+    /// Instruction index -> in-function targets (direct jumps and jump tables), sorted.
+    targets: Vec<(u32, Vec<u64>)>,
+    /// Every byte of the function decoded.
+    simple: bool,
+    /// No invalid instruction.
+    complete: bool,
+}
+
+impl Decoded {
+    /// The addresses outside `func` its instructions refer to, for BOLT's secondary entry
+    /// points (`pcmap_binary::bolt::references_out_of`): empty when it does not decode.
+    pub fn references(&self, func: &Function) -> Vec<u64> {
+        if !self.complete {
+            return Vec::new();
+        }
+        pcmap_binary::bolt::references_out_of(func, &self.decoded)
+    }
+}
+
+/// Decode `func` (see [`Decoded`]).
+pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> Decoded {
     let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
-        return Cfg::default();
+        return Decoded::default();
     };
     let size = func.size;
     let start = func.address;
@@ -189,12 +221,14 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
     let mut offsets = Vec::with_capacity(bytes.len() / 4 + 1);
     let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // insn index -> in-function targets
     let mut simple = (bytes.len() as u64) == size;
+    let mut complete = true;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
     let mut ins = Instruction::default();
     while decoder.can_decode() {
         decoder.decode_out(&mut ins);
         if ins.is_invalid() {
             simple = false;
+            complete = false;
             break;
         }
         let flow = classify(&ins);
@@ -263,6 +297,32 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
         }
     }
     targets.sort_by_key(|t| t.0);
+    Decoded {
+        insns,
+        decoded,
+        offsets,
+        targets,
+        simple,
+        complete,
+    }
+}
+
+/// Form the blocks of a decoded function whose secondary entry points (offsets) are `entries`.
+pub fn build_from(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    entries: &[u64],
+    d: Decoded,
+) -> Cfg {
+    let Decoded {
+        mut insns,
+        decoded,
+        offsets,
+        targets,
+        simple,
+        ..
+    } = d;
+    let size = func.size;
     if !simple || insns.is_empty() {
         return Cfg {
             simple: false,
@@ -279,12 +339,7 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
     };
     // Leaders.
     let mut leaders: Vec<u64> = vec![0];
-    leaders.extend(
-        func.secondary_entries
-            .iter()
-            .copied()
-            .filter(|&o| is_boundary(o)),
-    );
+    leaders.extend(entries.iter().copied().filter(|&o| is_boundary(o)));
     for (_, ts) in &targets {
         for &t in ts {
             if !is_boundary(t) {
@@ -331,7 +386,7 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function) -> Cfg {
             first_insn: first as u32,
             end_insn: insn_idx as u32,
             succs: Vec::new(),
-            is_entry: lead == 0 || func.secondary_entries.contains(&lead),
+            is_entry: lead == 0 || entries.contains(&lead),
         });
     }
     // Every indirect jump classified once (see `IndirectJump`); outside relocation mode (no

@@ -151,6 +151,8 @@ pub fn branch_profile(
             .is_some_and(|b| b.is_bat_function(funcs[fi].address))
     };
     let hash_ctx = block_hash::Context::new(agg.image());
+    // Entry points before the parallel CFG builds below (a no-op after aggregation).
+    agg.prepare(Some(&index.profiled));
     // Functions are independent (CFG, block hashes, counts): convert them in parallel; an
     // indexed parallel iterator keeps address order.
     out.functions = (0..funcs.len())

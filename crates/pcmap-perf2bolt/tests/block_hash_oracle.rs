@@ -14,7 +14,6 @@ use std::path::Path;
 
 use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::block_hash::{self, Context};
-use pcmap_perf2bolt::cfg;
 use pcmap_testkit as tk;
 
 const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
@@ -71,6 +70,8 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     let binary = pcmap_binary::Binary::parse(&data).unwrap();
     let image = BoltFunctions::discover(&binary).unwrap();
     let ctx = Context::new(&image);
+    let agg = pcmap_perf2bolt::aggregate::Aggregator::new(&image);
+    agg.prepare(None);
     let by_name: HashMap<&str, usize> = image
         .functions()
         .iter()
@@ -87,10 +88,10 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
             continue;
         };
         let func = &image.functions()[fi];
-        let c = cfg::build(&image, func);
-        let (ours, stats) = block_hash::block_hashes(&ctx, func, &c);
+        let c = agg.cfg(fi);
+        let (ours, stats) = block_hash::block_hashes(&ctx, func, c);
         fn_all += 1;
-        let fh = block_hash::function_hash(&ctx, func, &c).0;
+        let fh = block_hash::function_hash(&ctx, func, c).0;
         fn_same2 += usize::from(fh == yf.hash);
         if fh != yf.hash {
             writeln!(
@@ -102,7 +103,7 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
             )
             .unwrap();
         }
-        let inputs = block_hash::hash_inputs(&ctx, func, &c, &mut block_hash::Stats::default());
+        let inputs = block_hash::hash_inputs(&ctx, func, c, &mut block_hash::Stats::default());
         unknown += stats.unknown;
         if let Some(u) = stats.first_unknown {
             writeln!(report, "{tag} {}: unknown instruction form {u:?}", yf.name).unwrap();
