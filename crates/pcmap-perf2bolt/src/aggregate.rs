@@ -17,7 +17,7 @@
 //! `address - owner address` translated through the owner's hot fragment, as perf2bolt's
 //! `doBasicSample` does (for a cold fragment this differs from the branch translation).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use pcmap_bat::BatTable;
@@ -169,6 +169,8 @@ pub struct Aggregator<'a, 'data> {
     pending: Vec<Mutex<Option<cfg::Decoded>>>,
     /// How many function decodes this aggregator made.
     decodes: AtomicUsize,
+    /// CFGs keep their decoded instructions for block and function hashes.
+    hashing: bool,
     /// Rank of each function in byte-wise name order (fdata order).
     name_rank: Vec<u32>,
     /// The binary's BAT table: profile of a BOLT-optimized binary.
@@ -201,6 +203,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             entries: OnceLock::new(),
             pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
             decodes: AtomicUsize::new(0),
+            hashing: false,
             name_rank,
             bat: None,
         }
@@ -295,6 +298,18 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self.image
     }
 
+    /// Keep each CFG's decoded instructions for block and function hashes (YAML profiles):
+    /// without this, [`crate::yaml`] decodes a function a second time to hash it.
+    pub fn with_hashing(mut self) -> Self {
+        self.hashing = true;
+        self
+    }
+
+    /// Whether CFGs keep their decoded instructions ([`Self::with_hashing`]).
+    pub fn is_hashing(&self) -> bool {
+        self.hashing
+    }
+
     /// Decode every function once for BOLT's secondary entry points, keeping the decodes of
     /// the functions marked in `touched` (indexed like [`BoltFunctions::functions`]) for their
     /// CFGs. Does nothing after the first call. Runs before any parallel use of [`Self::cfg`]
@@ -312,8 +327,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     if !keep {
                         return self.image.outgoing_references(i);
                     }
-                    let d = cfg::decode(self.image, &funcs[i]);
-                    let refs = d.references(&funcs[i]);
+                    let (d, refs) = cfg::decode(self.image, &funcs[i], self.hashing);
                     if let Ok(mut slot) = self.pending[i].lock() {
                         *slot = Some(d);
                     }
@@ -341,7 +355,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
                     let d = pending.unwrap_or_else(|| {
                         self.decodes.fetch_add(1, Ordering::Relaxed);
-                        cfg::decode(self.image, f)
+                        cfg::decode(self.image, f, self.hashing).0
                     });
                     cfg::build_from(self.image, f, entries, d)
                 }
@@ -352,14 +366,15 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// The functions containing any of `addresses` (indexed like [`BoltFunctions::functions`]).
     fn touched(&self, addresses: impl ParallelIterator<Item = u64>) -> Vec<bool> {
-        let hits: Vec<usize> = addresses
-            .filter_map(|a| self.image.function_containing(a))
+        let touched: Vec<AtomicBool> = (0..self.image.functions().len())
+            .map(|_| AtomicBool::new(false))
             .collect();
-        let mut touched = vec![false; self.image.functions().len()];
-        for i in hits {
-            touched[i] = true;
-        }
-        touched
+        addresses.for_each(|a| {
+            if let Some(i) = self.image.function_containing(a) {
+                touched[i].store(true, Ordering::Relaxed);
+            }
+        });
+        touched.into_iter().map(AtomicBool::into_inner).collect()
     }
 
     fn is_return(&self, addr: u64) -> bool {

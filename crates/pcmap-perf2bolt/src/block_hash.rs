@@ -496,8 +496,14 @@ fn block_strings(
     if cfg.blocks.is_empty() {
         return Vec::new();
     }
-    // The CFG's own decode (one per function).
-    let (decoded, offsets) = (&cfg.decoded, &cfg.offsets);
+    // The CFG's own decode (one per function), unless the aggregator did not keep it.
+    let again;
+    let (decoded, offsets) = if cfg.decoded.len() == cfg.insns.len() {
+        (&cfg.decoded, &cfg.offsets)
+    } else {
+        again = crate::cfg::decode(ctx.image, func, true).0;
+        (&again.decoded, &again.offsets)
+    };
     let jump_tables = jump_table_bases(decoded, cfg);
     let mut out = Vec::with_capacity(cfg.blocks.len());
     let mut mnemonics: Vec<&str> = Vec::new();

@@ -73,6 +73,12 @@ pub struct Insn {
     /// For indirect jumps of a function with blocks: BOLT's classification (the one rule for CFG
     /// rejection and for the opcodes block and function hashes use).
     pub indirect: Option<IndirectJump>,
+    /// `pop` or `leave`: epilogue code (an unresolved indirect jump after it in its block is a
+    /// tail call).
+    pub epilogue: bool,
+    /// For an indirect jump: its target is loaded from memory at a fixed place (no base
+    /// register, or %rip; see [`IndirectJump`]).
+    pub fixed_memory_target: bool,
     /// Target of a direct branch or call (0 for indirect ones and other instructions).
     pub target: u64,
 }
@@ -103,17 +109,19 @@ pub struct Block {
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
 ///
-/// The function is decoded once, here: the CFG keeps the decoded instructions (with their
-/// operand offsets) that block hashes and the function hash need.
+/// The function is decoded once, here; when asked to ([`decode`]'s `keep`), the CFG keeps the
+/// decoded instructions (with their operand offsets) that block hashes and the function hash
+/// need.
 #[derive(Debug, Clone, Default)]
 pub struct Cfg {
     /// Whether BOLT considers the function simple (CFG built).
     pub simple: bool,
     /// All instructions in address order (up to the first undecodable one).
     pub insns: Vec<Insn>,
-    /// The decoded form of each of [`Cfg::insns`].
+    /// The decoded form of each of [`Cfg::insns`] (empty unless kept, see [`decode`]).
     pub decoded: Vec<Instruction>,
-    /// Where the displacement and immediate of each of [`Cfg::insns`] lie in its bytes.
+    /// Where the displacement and immediate of each of [`Cfg::insns`] lie in its bytes (empty
+    /// unless kept).
     pub offsets: Vec<ConstantOffsets>,
     /// Blocks in input layout (address) order.
     pub blocks: Vec<Block>,
@@ -178,7 +186,7 @@ pub fn decode_one(image: &BoltFunctions<'_, '_>, addr: u64) -> Option<Flow> {
 
 /// Build the CFG of `func`.
 pub fn build(image: &BoltFunctions<'_, '_>, func: &Function, entries: &[u64]) -> Cfg {
-    build_from(image, func, entries, decode(image, func))
+    build_from(image, func, entries, decode(image, func, true).0)
 }
 
 /// One function decoded (once): its instructions and in-function branch targets, before
@@ -186,30 +194,64 @@ pub fn build(image: &BoltFunctions<'_, '_>, func: &Function, entries: &[u64]) ->
 /// every other function).
 #[derive(Debug, Default)]
 pub struct Decoded {
-    insns: Vec<Insn>,
-    decoded: Vec<Instruction>,
-    offsets: Vec<ConstantOffsets>,
-    /// Instruction index -> in-function targets (direct jumps and jump tables), sorted.
-    targets: Vec<(u32, Vec<u64>)>,
+    pub(crate) insns: Vec<Insn>,
+    pub(crate) decoded: Vec<Instruction>,
+    pub(crate) offsets: Vec<ConstantOffsets>,
+    /// Jump-table instruction index -> in-function target offsets, sorted by index (direct
+    /// jumps keep their target in [`Insn::target`]).
+    tables: Vec<(u32, Vec<u64>)>,
     /// Every byte of the function decoded.
     simple: bool,
     /// No invalid instruction.
     complete: bool,
 }
 
-impl Decoded {
-    /// The addresses outside `func` its instructions refer to, for BOLT's secondary entry
-    /// points (`pcmap_binary::bolt::references_out_of`): empty when it does not decode.
-    pub fn references(&self, func: &Function) -> Vec<u64> {
-        if !self.complete {
-            return Vec::new();
-        }
-        pcmap_binary::bolt::references_out_of(func, &self.decoded)
+/// Decode `func` (see [`Decoded`]) and the addresses outside it that its instructions refer to,
+/// for BOLT's secondary entry points (`pcmap_binary::bolt::references_out_of`; empty when it
+/// does not decode). `keep`: keep the decoded instructions and their operand offsets for block
+/// and function hashes (else only the compact [`Insn`]s stay).
+pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (Decoded, Vec<u64>) {
+    thread_local! {
+        /// Reused instruction buffers of decodes that do not keep them (no allocation churn
+        /// while a parallel pass decodes thousands of functions).
+        static SCRATCH: std::cell::RefCell<(Vec<Instruction>, Vec<ConstantOffsets>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     }
+    let fill = |decoded: &mut Vec<Instruction>, offsets: &mut Vec<ConstantOffsets>| {
+        let d = decode_into(image, func, decoded, offsets);
+        let refs = if d.complete {
+            pcmap_binary::bolt::references_out_of(func, decoded.iter())
+        } else {
+            Vec::new()
+        };
+        (d, refs)
+    };
+    if keep {
+        let (mut decoded, mut offsets) = (Vec::new(), Vec::new());
+        let (mut d, refs) = fill(&mut decoded, &mut offsets);
+        d.decoded = decoded;
+        d.offsets = offsets;
+        return (d, refs);
+    }
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let (decoded, offsets) = &mut *scratch;
+            fill(decoded, offsets)
+        }
+        Err(_) => fill(&mut Vec::new(), &mut Vec::new()),
+    })
 }
 
-/// Decode `func` (see [`Decoded`]).
-pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> Decoded {
+/// Decode `func` into `decoded` and `offsets` (cleared first); the returned [`Decoded`] has
+/// neither.
+fn decode_into(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    decoded: &mut Vec<Instruction>,
+    offsets: &mut Vec<ConstantOffsets>,
+) -> Decoded {
+    decoded.clear();
+    offsets.clear();
     let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
         return Decoded::default();
     };
@@ -217,9 +259,9 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> Decoded {
     let start = func.address;
     let mut decoder = Decoder::with_ip(bitness(image), bytes, start, DecoderOptions::NONE);
     let mut insns = Vec::with_capacity(bytes.len() / 4 + 1);
-    let mut decoded: Vec<Instruction> = Vec::with_capacity(bytes.len() / 4 + 1);
-    let mut offsets = Vec::with_capacity(bytes.len() / 4 + 1);
-    let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // insn index -> in-function targets
+    decoded.reserve(bytes.len() / 4 + 1);
+    offsets.reserve(bytes.len() / 4 + 1);
+    let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // jump-table insn index -> targets
     let mut simple = (bytes.len() as u64) == size;
     let mut complete = true;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
@@ -249,9 +291,7 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> Decoded {
         match flow {
             Flow::CondJump | Flow::Jump => {
                 let t = ins.near_branch_target();
-                if t >= start && t - start < size {
-                    targets.push((insns.len() as u32, vec![t - start]));
-                } else {
+                if t < start || t - start >= size {
                     tail_call = true;
                 }
             }
@@ -273,6 +313,11 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> Decoded {
             tail_call,
             target,
             indirect: None,
+            epilogue: matches!(
+                ins.mnemonic(),
+                iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
+            ),
+            fixed_memory_target: flow == Flow::IndirectJump && fixed_memory_target(&ins, decoded),
         });
         offsets.push(decoder.get_constant_offsets(&ins));
         decoded.push(ins);
@@ -297,11 +342,13 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> Decoded {
         }
     }
     targets.sort_by_key(|t| t.0);
+    // Kept until the CFG is built (possibly for every profiled function at once): no slack.
+    insns.shrink_to_fit();
     Decoded {
         insns,
-        decoded,
-        offsets,
-        targets,
+        decoded: Vec::new(),
+        offsets: Vec::new(),
+        tables: targets,
         simple,
         complete,
     }
@@ -318,10 +365,20 @@ pub fn build_from(
         mut insns,
         decoded,
         offsets,
-        targets,
+        tables,
         simple,
         ..
     } = d;
+    // In-function target offset of a direct jump or conditional jump.
+    let direct_target = |i: &Insn| -> Option<u64> {
+        (matches!(i.flow, Flow::CondJump | Flow::Jump) && !i.tail_call)
+            .then(|| i.target - func.address)
+    };
+    let table_targets = |idx: u32| -> &[u64] {
+        tables
+            .binary_search_by_key(&idx, |t| t.0)
+            .map_or(&[], |k| tables[k].1.as_slice())
+    };
     let size = func.size;
     if !simple || insns.is_empty() {
         return Cfg {
@@ -340,20 +397,21 @@ pub fn build_from(
     // Leaders.
     let mut leaders: Vec<u64> = vec![0];
     leaders.extend(entries.iter().copied().filter(|&o| is_boundary(o)));
-    for (_, ts) in &targets {
-        for &t in ts {
-            if !is_boundary(t) {
-                return Cfg {
-                    simple: false,
-                    insns,
-                    decoded,
-                    offsets,
-                    blocks: Vec::new(),
-                };
-            }
-            leaders.push(t);
-        }
+    let targets: Vec<u64> = insns
+        .iter()
+        .filter_map(direct_target)
+        .chain(tables.iter().flat_map(|t| t.1.iter().copied()))
+        .collect();
+    if !targets.iter().all(|&t| is_boundary(t)) {
+        return Cfg {
+            simple: false,
+            insns,
+            decoded,
+            offsets,
+            blocks: Vec::new(),
+        };
     }
+    leaders.extend(targets);
     for (k, i) in insns.iter().enumerate() {
         if !matches!(i.flow, Flow::Next | Flow::Call) {
             let next = u64::from(i.offset) + u64::from(i.len);
@@ -410,7 +468,7 @@ pub fn build_from(
                 IndirectJump::TailCall
             } else if !strict && !insns[first..=k].iter().any(|i| i.has_mem) {
                 IndirectJump::Unanalyzable
-            } else if is_tail_call(&decoded, first, k) {
+            } else if insns[k].fixed_memory_target || insns[first..k].iter().any(|i| i.epilogue) {
                 IndirectJump::TailCall
             } else {
                 IndirectJump::Unknown
@@ -430,7 +488,6 @@ pub fn build_from(
         };
     }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
-    let mut target_iter = targets.iter().peekable();
     let real_blocks = blocks.len();
     #[allow(clippy::needless_range_loop)] // blocks[bi].succs is assigned at the end
     for bi in 0..real_blocks {
@@ -440,12 +497,13 @@ pub fn build_from(
         if b.end_insn > b.first_insn {
             let last_idx = b.end_insn - 1;
             let last = insns[last_idx as usize];
-            while target_iter.peek().is_some_and(|(i, _)| *i < last_idx) {
-                target_iter.next();
-            }
-            let tgts: &[u64] = match target_iter.peek() {
-                Some((i, t)) if *i == last_idx => t,
-                _ => &[],
+            let direct;
+            let tgts: &[u64] = match direct_target(&last) {
+                Some(t) => {
+                    direct = [t];
+                    &direct
+                }
+                None => table_targets(last_idx),
             };
             match last.flow {
                 Flow::CondJump => {
@@ -457,15 +515,7 @@ pub fn build_from(
                     if last_idx > b.first_insn {
                         let prev = &insns[last_idx as usize - 1];
                         if prev.flow == Flow::CondJump && !prev.tail_call {
-                            succs.extend(
-                                targets
-                                    .iter()
-                                    .find(|(i, _)| *i == last_idx - 1)
-                                    .map(|(_, t)| t.as_slice())
-                                    .unwrap_or(&[])
-                                    .iter()
-                                    .filter_map(|&t| block_of(t)),
-                            );
+                            succs.extend(direct_target(prev).and_then(block_of));
                         }
                     }
                     succs.extend(tgts.iter().filter_map(|&t| block_of(t)));
@@ -577,33 +627,21 @@ fn jump_table_targets(
     out
 }
 
-/// Whether BOLT makes an unresolved indirect jump (`decoded[k]`, in the block starting at
-/// instruction `first`) of a multi-block function a tail call (`JMP32r`/`JMP32m`) rather than
-/// keeping `JMP64r`/`JMP64m` with unknown control flow (`disassemble`, then
-/// `postProcessIndirectBranches`). (One-block functions, and functions without jump tables in
-/// strict mode, always make it a tail call.)
-///
-/// * when the target comes from memory that looks like a jump table or fixed branch (no base
-///   register, or %rip) that did not validate: converted during disassembly;
-/// * otherwise (`analyzeIndirectBranch` says UNKNOWN: a base register, no load found, or a
-///   register set by something else than a load) only in a block with an epilogue (`pop`,
-///   `leave`).
+/// Whether the indirect jump `jump` (after the instructions `before`, in address order) takes
+/// its target from memory at a fixed place: BOLT converts such a jump that is no valid jump
+/// table into a tail call during disassembly. Otherwise (`analyzeIndirectBranch` says UNKNOWN:
+/// a base register, no load found, or a register set by something else than a load) it becomes
+/// a tail call only in a block with epilogue code (`postProcessIndirectBranches`).
 ///
 /// The memory location is the jump's own operand or, for a jump through a register, the plain
 /// load that last writes the register before the jump in address order (BOLT has no blocks yet).
-fn is_tail_call(decoded: &[Instruction], first: usize, k: usize) -> bool {
-    let Some(jump) = decoded.get(k) else {
-        return true;
-    };
-    let body = decoded.get(first..k).unwrap_or(&[]);
+fn fixed_memory_target(jump: &Instruction, before: &[Instruction]) -> bool {
     let mem_loc = if jump.op0_kind() == OpKind::Memory {
         Some(jump)
     } else {
         let reg = jump.op0_register().full_register();
         let mut factory = InstructionInfoFactory::new();
-        decoded
-            .get(..k)
-            .unwrap_or(&[])
+        before
             .iter()
             .rev()
             .find(|i| {
@@ -625,17 +663,8 @@ fn is_tail_call(decoded: &[Instruction], first: usize, k: usize) -> bool {
                 ) && i.op1_kind() == OpKind::Memory
             })
     };
-    if let Some(m) = mem_loc {
+    mem_loc.is_some_and(|m| {
         let base = m.memory_base();
-        if (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
-        {
-            return true;
-        }
-    }
-    body.iter().any(|i| {
-        matches!(
-            i.mnemonic(),
-            iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
-        )
+        (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
     })
 }

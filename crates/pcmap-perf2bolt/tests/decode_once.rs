@@ -27,7 +27,7 @@ fn every_function_is_decoded_once() {
         .filter(|f| f.kind == FunctionKind::Regular)
         .count();
     let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();
-    let agg = Aggregator::new(&image);
+    let agg = Aggregator::new(&image).with_hashing();
     let profile = agg.aggregate_traces(&parsed, &|_| {});
     let profiled = profile.profiled_functions(image.functions().len());
     let _ = agg.function_stats(&profiled);

@@ -178,6 +178,9 @@ pub fn run(args: Args) -> Result<()> {
     };
 
     let agg = Aggregator::new(&image);
+    // YAML profiles hash blocks: CFGs keep their decoded instructions for that.
+    let yaml_output = args.yaml.is_some() || args.profile_format == ProfileFormat::Yaml;
+    let agg = if yaml_output { agg.with_hashing() } else { agg };
     let agg = match &bat {
         Some(table) => agg.with_bat(table),
         None => agg,
