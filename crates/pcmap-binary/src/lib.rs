@@ -22,6 +22,11 @@
 //! * [`FunctionTable`]: `STT_FUNC`/`STT_GNU_IFUNC` symbols (global and local, aliases grouped
 //!   per address) sorted by address, `function_at` in O(log n), and the names BOLT gives local
 //!   functions (`name/N`, `name/file/N`; see [`FunctionSymbol::bolt_name`]).
+//! * [`bolt`]: the functions BOLT (and perf2bolt) discovers from the parsed binary
+//!   ([`bolt::BoltFunctions`]): FDE-only functions, PLT pseudo functions, sizes and "max sizes"
+//!   up to the next function, `<section>/N`, untyped code labels, and the interprocedural
+//!   reference rule for secondary entry points. [`Binary::symbols`] (every symbol with BOLT's
+//!   names), [`Binary::code_relocations`] and [`Binary::fde_ranges`] feed it.
 //! * [`x86`]: x86-64 / i386 decoding with `iced-x86` into [`Instruction`]s with a
 //!   [`BranchKind`] and direct targets. Other machines are recognised and reported as not yet
 //!   disassembled ([`Error::UnsupportedMachine`]).
@@ -69,4 +74,11 @@ pub fn fuzz_walk(data: &[u8]) {
         }
     }
     let _ = bin.vaddr_to_offset(bin.entry());
+    let _ = bin.code_relocations();
+    if let Ok(functions) = bolt::BoltFunctions::discover(&bin) {
+        let refs = (0..functions.functions().len().min(64))
+            .flat_map(|i| functions.outgoing_references(i))
+            .collect::<Vec<_>>();
+        let _ = functions.entry_points(refs);
+    }
 }
