@@ -11,7 +11,9 @@ use crate::error::{Error, Result, malformed};
 use crate::section::{
     Compression, CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHT_NOBITS, SHT_NOTE, Section,
 };
-use crate::symbols::{FunctionSymbol, FunctionTable, NamingKind, NamingSymbol, bolt_names};
+use crate::symbols::{
+    FunctionSymbol, FunctionTable, NamingKind, NamingSymbol, Symbol, SymbolKind, bolt_names,
+};
 use crate::x86::InstructionIter;
 
 /// ELF file type (`e_type`), with PIE executables told apart from shared libraries.
@@ -122,6 +124,10 @@ pub struct Binary<'data> {
     notes: Vec<Note<'data>>,
     note_errors: Vec<Error>,
     functions: FunctionTable<'data>,
+    /// Every entry of the symbol table the functions come from, by index.
+    symbols: Vec<Symbol<'data>>,
+    /// Names of `.dynsym` entries by index.
+    dynamic_symbol_names: Vec<&'data str>,
     /// True when the functions came from `.dynsym` because there is no `.symtab`.
     symbols_from_dynsym: bool,
 }
@@ -241,6 +247,91 @@ impl<'data> Binary<'data> {
     /// The primary (first) symbol naming `function`.
     pub fn function_name(&self, function: &Function) -> &'data str {
         self.functions.primary(function).name
+    }
+
+    /// Every entry of the symbol table the functions come from (`.symtab`, or `.dynsym` when
+    /// there is none), indexed by symbol index (entry 0 is the null symbol).
+    pub fn symbols(&self) -> &[Symbol<'data>] {
+        &self.symbols
+    }
+
+    /// The name of `.dynsym` entry `index` (what `.rela.plt` entries refer to).
+    pub fn dynamic_symbol_name(&self, index: usize) -> Option<&'data str> {
+        self.dynamic_symbol_names.get(index).copied()
+    }
+
+    /// Sections holding loaded code: `SHT_PROGBITS`, `SHF_ALLOC | SHF_EXECINSTR`, at a non-zero
+    /// address with a non-zero size.
+    pub fn code_sections(&self) -> impl Iterator<Item = &Section<'data>> + '_ {
+        const SHT_PROGBITS: u32 = 1;
+        self.sections.iter().filter(|s| {
+            s.sh_type == SHT_PROGBITS
+                && s.is_alloc()
+                && s.is_executable()
+                && s.address != 0
+                && s.size != 0
+        })
+    }
+
+    /// The code section containing `address`.
+    pub fn code_section_at(&self, address: u64) -> Option<&Section<'data>> {
+        self.code_sections()
+            .find(|s| address >= s.address && address - s.address < s.size)
+    }
+
+    /// Up to `len` code bytes at `address`: the bytes of the code section containing `address`,
+    /// cut at the section's end.
+    pub fn code_bytes(&self, address: u64, len: u64) -> Option<&'data [u8]> {
+        let s = self.code_section_at(address)?;
+        let from = usize::try_from(address - s.address).ok()?;
+        let to = usize::try_from(address.saturating_add(len).min(s.address + s.size) - s.address)
+            .ok()?;
+        s.raw.get(from..to.min(s.raw.len()))
+    }
+
+    /// `N` bytes of file contents at `address` in any section placed at a non-zero address.
+    fn read_array<const N: usize>(&self, address: u64) -> Option<[u8; N]> {
+        let s = self.sections.iter().find(|s| {
+            s.address != 0
+                && s.sh_type != SHT_NOBITS
+                && s.compression.is_none()
+                && address >= s.address
+                && address - s.address < s.raw.len() as u64
+        })?;
+        let at = usize::try_from(address - s.address).ok()?;
+        s.raw.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
+
+    /// The 32-bit word at virtual address `address` in the file's byte order (e.g. a jump-table
+    /// entry); `None` where the address has no file bytes.
+    pub fn read_u32(&self, address: u64) -> Option<u32> {
+        let b = self.read_array::<4>(address)?;
+        Some(if self.is_little_endian {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
+    }
+
+    /// The 64-bit word at virtual address `address` in the file's byte order.
+    pub fn read_u64(&self, address: u64) -> Option<u64> {
+        let b = self.read_array::<8>(address)?;
+        Some(if self.is_little_endian {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        })
+    }
+
+    /// True if the code's link-time relocations were kept (a `.rela.text` or `.rel.text`
+    /// section, from `--emit-relocs`): BOLT then works in relocation mode.
+    pub fn has_text_relocations(&self) -> bool {
+        self.section_by_name(".rela.text").is_some() || self.section_by_name(".rel.text").is_some()
+    }
+
+    /// True if the file is loaded at its link-time addresses (`ET_EXEC`).
+    pub fn is_fixed_address(&self) -> bool {
+        self.kind == FileKind::Executable
     }
 
     /// True if function symbols were taken from `.dynsym` because the file has no `.symtab`.
@@ -598,10 +689,27 @@ where
 
     let mut naming = Vec::with_capacity(symtab.len());
     let mut funcs = Vec::new();
+    let mut all_symbols: Vec<Symbol<'data>> = Vec::with_capacity(symtab.len());
     let mut current_file: Option<&'data str> = None;
+    // The file BOLT ties locals to: LTO's artificial `ld-temp.o` does not count.
+    let mut bolt_file: Option<&'data str> = None;
     for (sym_index, sym) in symtab.enumerate() {
         let i = sym_index.0;
         if i == 0 {
+            all_symbols.push(Symbol {
+                index: 0,
+                name: "",
+                address: 0,
+                size: 0,
+                kind: SymbolKind::NoType,
+                is_local: true,
+                is_undefined: true,
+                is_absolute: false,
+                section_index: None,
+                file: None,
+                bolt_name: None,
+                bolt_file_name: None,
+            });
             continue;
         }
         let st_type = sym.st_type();
@@ -653,8 +761,34 @@ where
             in_alloc_section: section.is_some_and(|s| s.flags & SHF_ALLOC != 0),
             in_plt_section: section.is_some_and(|s| is_plt(s.name)),
         });
+        all_symbols.push(Symbol {
+            index: i,
+            name,
+            address,
+            size: sym.st_size(endian).into(),
+            kind: match st_type {
+                elf::STT_NOTYPE => SymbolKind::NoType,
+                elf::STT_OBJECT | elf::STT_COMMON => SymbolKind::Object,
+                elf::STT_FUNC => SymbolKind::Function,
+                elf::STT_GNU_IFUNC => SymbolKind::Ifunc,
+                elf::STT_SECTION => SymbolKind::Section,
+                elf::STT_FILE => SymbolKind::File,
+                elf::STT_TLS => SymbolKind::Tls,
+                t => SymbolKind::Other(t.0),
+            },
+            is_local: st_bind == elf::STB_LOCAL,
+            is_undefined,
+            is_absolute,
+            section_index,
+            file: bolt_file.filter(|f| st_bind == elf::STB_LOCAL && !is_undefined && !f.is_empty()),
+            bolt_name: None,
+            bolt_file_name: None,
+        });
         if kind == NamingKind::File {
             current_file = Some(name);
+            if !is_undefined && name != "ld-temp.o" {
+                bolt_file = Some(name);
+            }
             continue;
         }
         if (st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC) && !is_undefined {
@@ -677,17 +811,41 @@ where
             });
         }
     }
-    let mut bolt: HashMap<usize, (String, Option<String>)> = bolt_names(&naming);
+    let bolt: HashMap<usize, (String, Option<String>)> = bolt_names(&naming);
     for f in &mut funcs {
-        match bolt.remove(&f.symbol_index) {
+        match bolt.get(&f.symbol_index) {
             Some((primary, alt)) => {
-                f.bolt_name = primary;
-                f.bolt_file_name = alt;
+                f.bolt_name = primary.clone();
+                f.bolt_file_name = alt.clone();
             }
             // Not named by BOLT (address 0, non-alloc section): fall back to the stored name.
             None => f.bolt_name = f.name.to_string(),
         }
     }
+    for (index, (primary, alt)) in bolt {
+        if let Some(s) = all_symbols.get_mut(index) {
+            s.bolt_name = Some(primary);
+            s.bolt_file_name = alt;
+        }
+    }
+    // `.dynsym` names by index, for PLT entries (`.rela.plt` refers to `.dynsym`).
+    let dynamic_symbol_names = if from_dynsym {
+        all_symbols.iter().map(|s| s.name).collect()
+    } else {
+        let dynsym = table
+            .symbols(endian, data, elf::SHT_DYNSYM)
+            .map_err(object_error("dynamic symbol table (.dynsym)", 0))?;
+        dynsym
+            .iter()
+            .map(|sym| {
+                dynsym
+                    .symbol_name(endian, sym)
+                    .ok()
+                    .and_then(|n| std::str::from_utf8(n).ok())
+                    .unwrap_or("")
+            })
+            .collect()
+    };
 
     let e_type = header.e_type(endian).0;
     let kind = match e_type {
@@ -723,6 +881,8 @@ where
         notes,
         note_errors,
         functions: FunctionTable::new(funcs),
+        symbols: all_symbols,
+        dynamic_symbol_names,
         symbols_from_dynsym: from_dynsym,
     })
 }

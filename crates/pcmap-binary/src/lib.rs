@@ -22,6 +22,11 @@
 //! * [`FunctionTable`]: `STT_FUNC`/`STT_GNU_IFUNC` symbols (global and local, aliases grouped
 //!   per address) sorted by address, `function_at` in O(log n), and the names BOLT gives local
 //!   functions (`name/N`, `name/file/N`; see [`FunctionSymbol::bolt_name`]).
+//! * [`bolt`]: the functions BOLT (and perf2bolt) discovers from the parsed binary
+//!   ([`bolt::BoltFunctions`]): FDE-only functions, PLT pseudo functions, sizes and "max sizes"
+//!   up to the next function, `<section>/N`, untyped code labels, and the interprocedural
+//!   reference rule for secondary entry points. [`Binary::symbols`] (every symbol with BOLT's
+//!   names), [`Binary::code_relocations`] and [`Binary::fde_ranges`] feed it.
 //! * [`x86`]: x86-64 / i386 decoding with `iced-x86` into [`Instruction`]s with a
 //!   [`BranchKind`] and direct targets. Other machines are recognised and reported as not yet
 //!   disassembled ([`Error::UnsupportedMachine`]).
@@ -29,11 +34,13 @@
 //! Every malformed input gives an [`Error`] naming the structure and file offset; nothing panics.
 #![deny(missing_docs)]
 
+pub mod bolt;
 mod elf;
 mod error;
 mod header;
 mod mapped;
 mod names;
+mod reloc;
 mod section;
 mod symbols;
 mod symtab;
@@ -44,12 +51,13 @@ pub use error::{Error, Result};
 pub use header::SectionHeaderTable;
 pub use mapped::MappedFile;
 pub use names::{section_flag_letters, section_type_name};
+pub use reloc::{Relocation, RelocationKind};
 pub use section::{
     CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHF_EXECINSTR, SHT_LLVM_BB_ADDR_MAP, SHT_NOBITS,
     SHT_NOTE, Section,
 };
-pub use symbols::{Function, FunctionSymbol, FunctionTable};
-pub use symtab::{Relocation, STT_FUNC, SymbolEntry};
+pub use symbols::{Function, FunctionSymbol, FunctionTable, Symbol, SymbolKind};
+pub use symtab::{STT_FUNC, SymbolEntry};
 pub use x86::{BranchKind, Instruction, InstructionIter, StandalonePrefix};
 
 /// Exercise every parser of this crate on untrusted bytes (the fuzz target's body): parse,
@@ -72,4 +80,11 @@ pub fn fuzz_walk(data: &[u8]) {
         }
     }
     let _ = bin.vaddr_to_offset(bin.entry());
+    let _ = bin.code_relocations();
+    if let Ok(functions) = bolt::BoltFunctions::discover(&bin) {
+        let refs = (0..functions.functions().len().min(64))
+            .flat_map(|i| functions.outgoing_references(i))
+            .collect::<Vec<_>>();
+        let _ = functions.entry_points(refs);
+    }
 }

@@ -2,6 +2,59 @@
 
 use std::collections::HashMap;
 
+/// The type of a symbol (`STT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SymbolKind {
+    /// `STT_NOTYPE`: an untyped label.
+    NoType,
+    /// `STT_OBJECT` or `STT_COMMON`: data.
+    Object,
+    /// `STT_FUNC`.
+    Function,
+    /// `STT_GNU_IFUNC`.
+    Ifunc,
+    /// `STT_SECTION`.
+    Section,
+    /// `STT_FILE`.
+    File,
+    /// `STT_TLS`.
+    Tls,
+    /// Any other type, with its value.
+    Other(u8),
+}
+
+/// One entry of the symbol table the binary's functions come from (`.symtab`, or `.dynsym` in a
+/// stripped file), with the names BOLT gives it.
+#[derive(Debug, Clone)]
+pub struct Symbol<'data> {
+    /// Index in its symbol table (equal to the position in [`crate::Binary::symbols`]).
+    pub index: usize,
+    /// The name as stored.
+    pub name: &'data str,
+    /// `st_value`.
+    pub address: u64,
+    /// `st_size`.
+    pub size: u64,
+    /// The symbol's type.
+    pub kind: SymbolKind,
+    /// `STB_LOCAL` binding.
+    pub is_local: bool,
+    /// `SHN_UNDEF`.
+    pub is_undefined: bool,
+    /// `SHN_ABS`.
+    pub is_absolute: bool,
+    /// Section index for symbols defined in a section (`None` for undefined, absolute and common
+    /// symbols).
+    pub section_index: Option<usize>,
+    /// The `STT_FILE` symbol (other than LTO's `ld-temp.o`) that precedes this local symbol.
+    pub file: Option<&'data str>,
+    /// The name BOLT gives the symbol (`name`, `name/N` for locals, `PG.L...`, `ANONYMOUS.i`);
+    /// `None` for symbols BOLT does not name (address 0, not in memory, `__hot_start`, ...).
+    pub bolt_name: Option<String>,
+    /// BOLT's alternative name of a local function with a file symbol: `name/file/N`.
+    pub bolt_file_name: Option<String>,
+}
+
 /// One `STT_FUNC` or `STT_GNU_IFUNC` symbol defined in the file.
 #[derive(Debug, Clone)]
 pub struct FunctionSymbol<'data> {

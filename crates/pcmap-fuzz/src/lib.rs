@@ -11,9 +11,10 @@ use pcmap_bat::{Bat, BatTable};
 use pcmap_bbmap::decode::{DecodeOptions, Endian, LegacyMode, StoredAddress, decode_section};
 use pcmap_bbmap::encode::{EncodeOptions, encode_section};
 use pcmap_bbmap::index::BlockIndex;
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_btf::encoding::{compact::CompactBlob, rfc::RfcBlob};
 use pcmap_btf::{Btf, BtfWriter, Format};
-use pcmap_perf2bolt::{aggregate::Aggregator, hash, image::Image};
+use pcmap_perf2bolt::{aggregate::Aggregator, block_hash};
 use pcmap_profile::fdata;
 use pcmap_profile::perfdata::{MmapTable, PerfFile, Record};
 use pcmap_profile::preagg;
@@ -208,12 +209,16 @@ pub fn inline_dwarf(data: &[u8]) {
 /// Function discovery, CFG building, hashing and a trace walk of `pcmap-perf2bolt` on arbitrary
 /// ELF bytes.
 pub fn perf2bolt_image(data: &[u8]) {
-    let Ok(image) = Image::parse(data) else {
+    let Ok(binary) = pcmap_binary::Binary::parse(data) else {
+        return;
+    };
+    let Ok(image) = BoltFunctions::discover(&binary) else {
         return;
     };
     let agg = Aggregator::new(&image);
-    for i in 0..image.functions().len().min(64) {
-        let _ = hash::function_hash(agg.cfg(i));
+    let ctx = block_hash::Context::new(&image);
+    for (i, f) in image.functions().iter().enumerate().take(64) {
+        let _ = block_hash::function_hash(&ctx, f, agg.cfg(i));
     }
     if let Some(f) = image.functions().first() {
         let a = f.address;

@@ -2,7 +2,8 @@
 //! clang-22) with a generated profile of every record type (see `tests/support`).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use pcmap_perf2bolt::{aggregate::Aggregator, image::Image, preagg};
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_perf2bolt::{aggregate::Aggregator, preagg};
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -14,7 +15,8 @@ fn bench(c: &mut Criterion) {
         &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
     );
     let data = std::fs::read(&bin).expect("read fixture");
-    let image = Image::parse(&data).expect("parse fixture");
+    let binary = pcmap_binary::Binary::parse(&data).expect("parse fixture");
+    let image = BoltFunctions::discover(&binary).expect("discover functions");
     let funcs = support::disassemble(&bin);
     let profile = support::generate(&funcs, 200_000, 1, true).into_bytes();
     let mut g = c.benchmark_group("perf2bolt");

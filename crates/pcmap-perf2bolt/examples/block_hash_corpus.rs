@@ -13,8 +13,9 @@
 use std::collections::BTreeMap;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
-use pcmap_perf2bolt::image::Image;
-use pcmap_perf2bolt::{block_hash, cfg};
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_perf2bolt::aggregate::Aggregator;
+use pcmap_perf2bolt::block_hash;
 
 fn atoms(ins: &Instruction) -> String {
     let mut out = Vec::new();
@@ -63,15 +64,21 @@ fn main() {
             eprintln!("skipping unreadable {path}");
             continue;
         };
-        let Ok(image) = Image::parse(&data) else {
+        let Ok(binary) = pcmap_binary::Binary::parse(&data) else {
             eprintln!("skipping non-ELF {path}");
             continue;
         };
-        for f in image.functions() {
-            let c = cfg::build(&image, f);
+        let Ok(image) = BoltFunctions::discover(&binary) else {
+            eprintln!("skipping {path}: not x86");
+            continue;
+        };
+        let agg = Aggregator::new(&image);
+        agg.prepare(None);
+        for (fi, f) in image.functions().iter().enumerate() {
+            let c = agg.cfg(fi);
             for i in &c.insns {
                 let addr = f.address + u64::from(i.offset);
-                let Some(b) = image.code_bytes(addr, u64::from(i.len)) else {
+                let Some(b) = image.binary().code_bytes(addr, u64::from(i.len)) else {
                     continue;
                 };
                 let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);

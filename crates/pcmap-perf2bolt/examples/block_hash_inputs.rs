@@ -4,7 +4,9 @@
 //! Prints the block's range and successors, the InstrHash string (escaped) and the OpcodeHash
 //! string.
 
-use pcmap_perf2bolt::{block_hash, cfg, image::Image};
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_perf2bolt::aggregate::Aggregator;
+use pcmap_perf2bolt::block_hash;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -13,20 +15,23 @@ fn main() {
         std::process::exit(2);
     };
     let data = std::fs::read(bin).expect("read the binary");
-    let image = Image::parse(&data).expect("parse the binary");
+    let binary = pcmap_binary::Binary::parse(&data).expect("parse the binary");
+    let image = BoltFunctions::discover(&binary).expect("discover functions");
     let ctx = block_hash::Context::new(&image);
-    let Some(f) = image
+    let Some(fi) = image
         .functions()
         .iter()
-        .find(|f| f.names.iter().any(|n| n == name))
+        .position(|f| f.names.iter().any(|n| n == name))
     else {
         eprintln!("no function {name}");
         std::process::exit(1);
     };
-    let c = cfg::build(&image, f);
+    let f = &image.functions()[fi];
+    let agg = Aggregator::new(&image);
+    let c = agg.cfg(fi);
     let bi: usize = index.parse().expect("block index");
     let mut stats = block_hash::Stats::default();
-    let inputs = block_hash::hash_inputs(&ctx, f, &c, &mut stats);
+    let inputs = block_hash::hash_inputs(&ctx, f, c, &mut stats);
     let (Some(b), Some((instr, loose))) = (c.blocks.get(bi), inputs.get(bi)) else {
         eprintln!("no block {bi} ({} blocks)", c.blocks.len());
         std::process::exit(1);

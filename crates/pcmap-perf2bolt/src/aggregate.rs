@@ -17,22 +17,23 @@
 //! `address - owner address` translated through the owner's hot fragment, as perf2bolt's
 //! `doBasicSample` does (for a cold fragment this differs from the branch translation).
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use pcmap_bat::BatTable;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::cfg::{self, Cfg, Flow};
-use crate::image::{FunctionKind, Image};
 use crate::preagg::{BR_ONLY, FT_EXTERNAL_ORIGIN, FT_ONLY, PreAggregated, Trace, TraceCounts};
+use pcmap_binary::bolt::{BoltFunctions, FunctionKind};
 
 /// One end of a recorded branch: a function and an offset, or an unknown location.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Loc {
     /// Outside every function (printed `0 [unknown] 0`).
     Unknown,
-    /// Function index (into [`Image::functions`]) and offset.
+    /// Function index (into [`BoltFunctions::functions`]) and offset.
     Func(u32, u64),
 }
 
@@ -92,7 +93,7 @@ pub struct SampleProfile {
 }
 
 impl BranchProfile {
-    /// Which functions (indexed like [`Image::functions`]) a record starts or ends in: the
+    /// Which functions (indexed like [`BoltFunctions::functions`]) a record starts or ends in: the
     /// functions perf2bolt marks as profiled.
     pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
         let mut profiled = vec![false; num_functions];
@@ -107,7 +108,7 @@ impl BranchProfile {
 }
 
 impl SampleProfile {
-    /// Which functions (indexed like [`Image::functions`]) have samples.
+    /// Which functions (indexed like [`BoltFunctions::functions`]) have samples.
     pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
         let mut profiled = vec![false; num_functions];
         for &(f, _) in self.samples.keys() {
@@ -153,9 +154,23 @@ impl FunctionStats {
 }
 
 /// The binary with lazily built CFGs.
+///
+/// Every function is decoded once per run: when the profile is known
+/// ([`Self::aggregate_traces`], [`Self::aggregate_samples`]), one parallel pass decodes every
+/// function for BOLT's interprocedural references (secondary entry points); the functions the
+/// profile touches keep that decode for their CFG, which block and function hashes use too.
 pub struct Aggregator<'a, 'data> {
-    image: &'a Image<'data>,
+    image: &'a BoltFunctions<'a, 'data>,
     cfgs: Vec<OnceLock<Cfg>>,
+    /// Secondary entry points of every function (offsets), from every function's references.
+    entries: OnceLock<Vec<Vec<u64>>>,
+    /// Decodes made for the references of functions the profile touches, until their CFG
+    /// takes them.
+    pending: Vec<Mutex<Option<cfg::Decoded>>>,
+    /// How many function decodes this aggregator made.
+    decodes: AtomicUsize,
+    /// CFGs keep their decoded instructions for block and function hashes.
+    hashing: bool,
     /// Rank of each function in byte-wise name order (fdata order).
     name_rank: Vec<u32>,
     /// The binary's BAT table: profile of a BOLT-optimized binary.
@@ -169,7 +184,7 @@ fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
 
 impl<'a, 'data> Aggregator<'a, 'data> {
     /// Prepare aggregation against `image`.
-    pub fn new(image: &'a Image<'data>) -> Self {
+    pub fn new(image: &'a BoltFunctions<'a, 'data>) -> Self {
         let funcs = image.functions();
         let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
         order.sort_by(|a, b| {
@@ -185,6 +200,10 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         Self {
             image,
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
+            entries: OnceLock::new(),
+            pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
+            decodes: AtomicUsize::new(0),
+            hashing: false,
             name_rank,
             bat: None,
         }
@@ -192,7 +211,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// Aggregate in perf2bolt's BAT mode: `image` is a BOLT-optimized binary and `bat` its
     /// `.note.bolt_bat` table. Records are translated to the input binary's function offsets and
-    /// ordered by the names perf2bolt prints in that mode ([`crate::image::Function::profile_name`]).
+    /// ordered by the names perf2bolt prints in that mode ([`pcmap_binary::bolt::BoltFunction::profile_name`]).
     pub fn with_bat(mut self, bat: &'a BatTable) -> Self {
         let funcs = self.image.functions();
         let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
@@ -209,7 +228,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self
     }
 
-    /// BOLT's count of profiled functions, `profiled` being indexed like [`Image::functions`]
+    /// BOLT's count of profiled functions, `profiled` being indexed like [`BoltFunctions::functions`]
     /// (see [`BranchProfile::profiled_functions`]). Builds the CFG of every profiled function.
     pub fn function_stats(&self, profiled: &[bool]) -> FunctionStats {
         /// How BOLT's statistics see one function.
@@ -221,6 +240,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             NotOptimizable,
         }
         let funcs = self.image.functions();
+        self.prepare(Some(profiled));
         let classes: Vec<Class> = (0..funcs.len())
             .into_par_iter()
             .map(|i| {
@@ -274,8 +294,54 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 
     /// The image.
-    pub fn image(&self) -> &'a Image<'data> {
+    pub fn image(&self) -> &'a BoltFunctions<'a, 'data> {
         self.image
+    }
+
+    /// Keep each CFG's decoded instructions for block and function hashes (YAML profiles):
+    /// without this, [`crate::yaml`] decodes a function a second time to hash it.
+    pub fn with_hashing(mut self) -> Self {
+        self.hashing = true;
+        self
+    }
+
+    /// Whether CFGs keep their decoded instructions ([`Self::with_hashing`]).
+    pub fn is_hashing(&self) -> bool {
+        self.hashing
+    }
+
+    /// Decode every function once for BOLT's secondary entry points, keeping the decodes of
+    /// the functions marked in `touched` (indexed like [`BoltFunctions::functions`]) for their
+    /// CFGs. Does nothing after the first call. Runs before any parallel use of [`Self::cfg`]
+    /// (so that no CFG waits for it inside a parallel job).
+    pub fn prepare(&self, touched: Option<&[bool]>) {
+        self.entries.get_or_init(|| {
+            let funcs = self.image.functions();
+            let refs: Vec<u64> = (0..funcs.len())
+                .into_par_iter()
+                .filter(|&i| funcs[i].kind == FunctionKind::Regular)
+                .flat_map_iter(|i| {
+                    self.decodes.fetch_add(1, Ordering::Relaxed);
+                    let keep = touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
+                        && self.cfgs[i].get().is_none();
+                    if !keep {
+                        return self.image.outgoing_references(i);
+                    }
+                    let (d, refs) = cfg::decode(self.image, &funcs[i], self.hashing);
+                    if let Ok(mut slot) = self.pending[i].lock() {
+                        *slot = Some(d);
+                    }
+                    refs
+                })
+                .collect();
+            self.image.entry_points(refs)
+        });
+    }
+
+    /// How many times this aggregator decoded a function (once per function when the profile
+    /// was known before any CFG was asked for).
+    pub fn decoded_functions(&self) -> usize {
+        self.decodes.load(Ordering::Relaxed)
     }
 
     /// The CFG of function `index`, built on first use.
@@ -283,10 +349,32 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self.cfgs[index].get_or_init(|| {
             let f = &self.image.functions()[index];
             match f.kind {
-                FunctionKind::Regular => cfg::build(self.image, f),
+                FunctionKind::Regular => {
+                    self.prepare(None);
+                    let entries = self.entries.get().map_or(&[][..], |e| &e[index]);
+                    let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
+                    let d = pending.unwrap_or_else(|| {
+                        self.decodes.fetch_add(1, Ordering::Relaxed);
+                        cfg::decode(self.image, f, self.hashing).0
+                    });
+                    cfg::build_from(self.image, f, entries, d)
+                }
                 FunctionKind::Plt => Cfg::default(),
             }
         })
+    }
+
+    /// The functions containing any of `addresses` (indexed like [`BoltFunctions::functions`]).
+    fn touched(&self, addresses: impl ParallelIterator<Item = u64>) -> Vec<bool> {
+        let touched: Vec<AtomicBool> = (0..self.image.functions().len())
+            .map(|_| AtomicBool::new(false))
+            .collect();
+        addresses.for_each(|a| {
+            if let Some(i) = self.image.function_containing(a) {
+                touched[i].store(true, Ordering::Relaxed);
+            }
+        });
+        touched.into_iter().map(AtomicBool::into_inner).collect()
     }
 
     fn is_return(&self, addr: u64) -> bool {
@@ -317,6 +405,12 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         // The traces come in address order: each function's CFG and records stay hot in cache
         // while its traces are processed, and the parallel chunks touch mostly disjoint functions.
         let traces = &profile.traces;
+        let touched = self.touched(traces.par_iter().flat_map_iter(|(t, _)| {
+            [t.branch, t.from, t.to]
+                .into_iter()
+                .filter(|&a| a < crate::preagg::FT_EXTERNAL_RETURN && a != BR_ONLY)
+        }));
+        self.prepare(Some(&touched));
         let chunk = (traces.len() / (rayon::current_num_threads() * 8)).clamp(1024, 1 << 16);
         // Each chunk merges its own duplicates; chunks cover disjoint address ranges, so their
         // records barely overlap: concatenate, sort into fdata order, merge neighbours.
@@ -555,6 +649,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// Aggregate basic samples (`--ba`).
     pub fn aggregate_samples(&self, profile: &PreAggregated) -> SampleProfile {
+        let touched = self.touched(profile.samples.par_iter().map(|(&a, _)| a));
+        self.prepare(Some(&touched));
         let mut out = SampleProfile::default();
         for (&addr, &count) in &profile.samples {
             match self.locate_sample(addr) {

@@ -13,7 +13,7 @@
 //! * The InstrHash string (`hashBlock`) concatenates, for every instruction except direct
 //!   unconditional jumps (nops included: they stay in BOLT's blocks), its LLVM opcode name
 //!   (conditional jumps as `JCC_1`, indirect tail calls as `JMP32r`/`JMP32m`, see
-//!   `tail_call_form`) and its MCInst operands: registers as LLVM register enum numbers,
+//!   [`crate::cfg::IndirectJump`]) and its MCInst operands: registers as LLVM register enum numbers,
 //!   immediates, both as minimal little-endian bytes (`hashInteger`, 0 as one NUL byte), and
 //!   symbolic operands (`hashExpr`): nothing for functions and jump tables, else the symbol's
 //!   address, then for `symbol + addend` a NUL (the `Add` opcode) and the addend.
@@ -39,16 +39,12 @@
 
 use std::collections::HashMap;
 
-use iced_x86::{
-    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionInfoFactory, OpAccess, OpKind, Register,
-};
-use object::{Object, ObjectSection, ObjectSymbol, RelocationKind, RelocationTarget, SymbolKind};
+use iced_x86::{Code, ConstantOffsets, FlowControl, Instruction, OpKind, Register};
+use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
+use pcmap_binary::{RelocationKind, Symbol, SymbolKind};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
-use crate::cfg::{Cfg, Flow};
-use crate::hash;
-use crate::image::{Function, Image};
+use crate::cfg::{Cfg, Flow, IndirectJump};
 
 /// How an immediate of iced-x86 becomes LLVM's int64 immediate: as is, or truncated to a width
 /// and sign- or zero-extended.
@@ -112,7 +108,7 @@ pub struct Stats {
 /// What block hashing needs to know about the whole binary (symbols, relocations); build once
 /// per binary and share between functions.
 pub struct Context<'i, 'd> {
-    image: &'i Image<'d>,
+    image: &'i BoltFunctions<'i, 'd>,
     /// Data symbols: (address, size), sorted by address (largest size kept per address).
     data: Vec<(u64, u64)>,
     /// Relocations in code: address of the relocated bytes -> relocation.
@@ -130,43 +126,37 @@ struct Reloc {
 
 impl<'i, 'd> Context<'i, 'd> {
     /// Read the symbol table and relocations of `image`.
-    pub fn new(image: &'i Image<'d>) -> Self {
+    pub fn new(image: &'i BoltFunctions<'i, 'd>) -> Self {
         let mut data = Vec::new();
         let mut relocs = HashMap::new();
-        if let Ok(file) = object::File::parse(image.data()) {
-            for s in file.symbols() {
-                if matches!(s.kind(), SymbolKind::Section | SymbolKind::File)
-                    || s.section_index().is_none()
-                    || s.address() == 0
-                {
-                    continue;
-                }
-                data.push((s.address(), s.size()));
+        let binary = image.binary();
+        // Symbols of `.symtab` only (a stripped binary's `.dynsym` gives BOLT no data symbols).
+        let symbols: &[Symbol<'_>] = if binary.symbols_from_dynsym() {
+            &[]
+        } else {
+            binary.symbols()
+        };
+        for s in symbols {
+            if matches!(s.kind, SymbolKind::Section | SymbolKind::File)
+                || s.section_index.is_none()
+                || s.address == 0
+            {
+                continue;
             }
-            for section in file.sections() {
-                if section.kind() != object::SectionKind::Text {
-                    continue;
-                }
-                for (at, r) in section.relocations() {
-                    let RelocationTarget::Symbol(idx) = r.target() else {
-                        continue;
-                    };
-                    let Ok(sym) = file.symbol_by_index(idx) else {
-                        continue;
-                    };
-                    let absolute = (r.kind() == RelocationKind::Absolute)
-                        .then(|| sym.address().wrapping_add(r.addend() as u64));
-                    // GOT-relative relocations refer to the GOT slot, not to the symbol.
-                    let symbol = (sym.kind() != SymbolKind::Section
-                        && sym.section_index().is_some()
-                        && matches!(
-                            r.kind(),
-                            RelocationKind::Absolute | RelocationKind::Relative
-                        ))
-                    .then(|| sym.address());
-                    relocs.insert(at, Reloc { symbol, absolute });
-                }
-            }
+            data.push((s.address, s.size));
+        }
+        for r in binary.code_relocations() {
+            let Some(sym) = symbols.get(r.symbol).filter(|_| r.symbol != 0) else {
+                continue;
+            };
+            let absolute = (r.kind == RelocationKind::Absolute)
+                .then(|| sym.address.wrapping_add(r.addend as u64));
+            // GOT-relative relocations refer to the GOT slot, not to the symbol.
+            let symbol = (sym.kind != SymbolKind::Section
+                && sym.section_index.is_some()
+                && matches!(r.kind, RelocationKind::Absolute | RelocationKind::Relative))
+            .then_some(sym.address);
+            relocs.insert(r.offset, Reloc { symbol, absolute });
         }
         // Functions BOLT made without a symbol (from FDEs: `__BOLT_FDE_FUNCat...`) have their
         // BinaryData too.
@@ -464,87 +454,6 @@ fn hash_operands(
     ok
 }
 
-/// Whether BOLT gives an indirect jump that is not through a recognised jump table its tail-call
-/// opcode (`JMP32r`/`JMP32m`, see [`hash::opcode_name`]) rather than keeping `JMP64r`/`JMP64m`
-/// with unknown control flow (`disassemble` and `postProcessIndirectBranches`):
-///
-/// * in a one-block function, always;
-/// * in strict mode (relocation mode) in a function without internal references (no jump
-///   table), always;
-/// * when the target comes from memory that looks like a jump table or fixed branch (no base
-///   register, or %rip) that did not validate: converted during disassembly;
-/// * otherwise (`analyzeIndirectBranch` says UNKNOWN: a base register, no load found, or a
-///   register set by something else than a load) only in a block with an epilogue (`pop`,
-///   `leave`).
-///
-/// The memory location is the jump's own operand or, for a jump through a register, the plain
-/// load that last writes the register before the jump in address order (BOLT has no blocks yet).
-fn tail_call_form(
-    ctx: &Context<'_, '_>,
-    cfg: &Cfg,
-    decoded: &[Instruction],
-    block: &crate::cfg::Block,
-    k: usize,
-) -> bool {
-    let Some(jump) = decoded.get(k) else {
-        return true;
-    };
-    if cfg.blocks.len() == 1 {
-        return true;
-    }
-    let has_jump_table = cfg
-        .insns
-        .iter()
-        .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
-    if ctx.image.relocation_mode() && !has_jump_table {
-        return true;
-    }
-    let first = block.first_insn as usize;
-    let body = decoded.get(first..k).unwrap_or(&[]);
-    let mem_loc = if jump.op0_kind() == OpKind::Memory {
-        Some(jump)
-    } else {
-        let reg = jump.op0_register().full_register();
-        let mut factory = InstructionInfoFactory::new();
-        decoded
-            .get(..k)
-            .unwrap_or(&[])
-            .iter()
-            .rev()
-            .find(|i| {
-                factory.info(i).used_registers().iter().any(|u| {
-                    u.register().full_register() == reg
-                        && matches!(
-                            u.access(),
-                            OpAccess::Write
-                                | OpAccess::ReadWrite
-                                | OpAccess::CondWrite
-                                | OpAccess::ReadCondWrite
-                        )
-                })
-            })
-            .filter(|i| {
-                matches!(
-                    i.code(),
-                    Code::Mov_r64_rm64 | Code::Mov_r32_rm32 | Code::Mov_r16_rm16
-                ) && i.op1_kind() == OpKind::Memory
-            })
-    };
-    if let Some(m) = mem_loc {
-        let base = m.memory_base();
-        if (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
-        {
-            return true;
-        }
-    }
-    body.iter().any(|i| {
-        matches!(
-            i.mnemonic(),
-            iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
-        )
-    })
-}
-
 /// Whether an LLVM opcode name is a nop (`X86::isNOP`): nops stay in BOLT's blocks (and in the
 /// InstrHash) but are left out of the loose OpcodeHash.
 fn is_nop(name: &str) -> bool {
@@ -565,9 +474,8 @@ pub fn hash_inputs(
 
 /// BOLT's function hash (`BinaryFunction::computeHash` with `hash-func: xxh3`): xxh3 of the
 /// concatenated `hashBlock` strings without operands of all blocks in input order, i.e. the
-/// opcode names the block hashes use. The same value as [`crate::hash::function_hash`] where
-/// both know the instruction forms; this one also knows AVX-512 masking, memory forms missing
-/// from the function-hash table and which indirect jumps keep `JMP64r`/`JMP64m`.
+/// opcode names the block hashes use (AVX-512 masking and which indirect jumps keep
+/// `JMP64r`/`JMP64m` included). The YAML writer's function hash.
 pub fn function_hash(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Stats) {
     let mut stats = Stats::default();
     let mut all = Vec::new();
@@ -588,18 +496,15 @@ fn block_strings(
     if cfg.blocks.is_empty() {
         return Vec::new();
     }
-    let Some(bytes) = ctx.image.code_bytes(func.address, func.size) else {
-        return Vec::new();
+    // The CFG's own decode (one per function), unless the aggregator did not keep it.
+    let again;
+    let (decoded, offsets) = if cfg.decoded.len() == cfg.insns.len() {
+        (&cfg.decoded, &cfg.offsets)
+    } else {
+        again = crate::cfg::decode(ctx.image, func, true).0;
+        (&again.decoded, &again.offsets)
     };
-    let mut decoder = Decoder::with_ip(64, bytes, func.address, DecoderOptions::NONE);
-    let mut decoded = Vec::with_capacity(cfg.insns.len());
-    let mut offsets = Vec::with_capacity(cfg.insns.len());
-    while decoder.can_decode() && decoded.len() < cfg.insns.len() {
-        let ins = decoder.decode();
-        offsets.push(decoder.get_constant_offsets(&ins));
-        decoded.push(ins);
-    }
-    let jump_tables = jump_table_bases(&decoded, cfg);
+    let jump_tables = jump_table_bases(decoded, cfg);
     let mut out = Vec::with_capacity(cfg.blocks.len());
     let mut mnemonics: Vec<&str> = Vec::new();
     for b in &cfg.blocks {
@@ -611,23 +516,22 @@ fn block_strings(
                 break;
             };
             let entry = lookup(insn.code as u16, form(insn.has_mem, ins));
-            // Branches take BOLT's forms from `hash::opcode_name`; other instructions this
-            // table's names (the function-hash table may only know the other memory form).
-            let tail_form = insn.flow == Flow::IndirectJump
-                && insn.tail_call
-                && tail_call_form(ctx, cfg, &decoded, b, k as usize);
-            let special = matches!(insn.flow, Flow::CondJump | Flow::Jump) || tail_form;
-            let names = match (hash::opcode_name(insn), entry) {
-                (Ok(Some(_)), Some(e)) if !special => e.2,
-                (Ok(Some(names)), _) => names,
-                (Ok(None), _) => continue, // direct unconditional jump
-                // Forms the function-hash table lacks: this table's names (same source).
-                (Err(_), Some(e)) => e.2,
-                (Err(code), None) => {
+            // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
+            // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
+            // out. Other instructions take the table's names.
+            let tail_form = insn.indirect == Some(IndirectJump::TailCall);
+            let names = match (insn.flow, entry) {
+                (Flow::CondJump, _) => "JCC_1",
+                (Flow::Jump, _) if !insn.tail_call => continue,
+                (Flow::Jump, _) => "JMP_4",
+                (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
+                (Flow::IndirectJump, _) if tail_form => "JMP32r",
+                (_, Some(e)) => e.2,
+                (_, None) => {
                     stats.insns += 1;
                     stats.unknown += 1;
-                    stats.first_unknown.get_or_insert((code, insn.has_mem));
-                    instr.extend_from_slice(format!("{code:?}").as_bytes());
+                    stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+                    instr.extend_from_slice(format!("{:?}", insn.code).as_bytes());
                     continue;
                 }
             };
@@ -643,7 +547,7 @@ fn block_strings(
                 } else if insn.flow == Flow::CondJump && last {
                     mnemonics.push("JMP");
                 } else if tail_form && last {
-                    // BOLT's indirect tail calls are JMP32m/JMP32r (see `hash::opcode_name`).
+                    // BOLT's indirect tail calls are JMP32m/JMP32r.
                     mnemonics.push("jmpl*");
                 } else if let Some(m) = mnems.get(pi) {
                     mnemonics.push(m);

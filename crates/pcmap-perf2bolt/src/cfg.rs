@@ -13,9 +13,11 @@
 //! A function is *simple* (has a CFG) when every instruction decodes and every in-function
 //! branch target is an instruction boundary.
 
-use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, OpKind, Register};
-
-use crate::image::{Function, Image};
+use iced_x86::{
+    Code, ConstantOffsets, Decoder, DecoderOptions, FlowControl, Instruction,
+    InstructionInfoFactory, OpAccess, OpKind, Register,
+};
+use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
 
 /// Control-flow class of one instruction, as far as CFG building and aggregation need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +38,22 @@ pub enum Flow {
     Trap,
 }
 
+/// What BOLT makes of an indirect jump (`postProcessIndirectBranches` after `disassemble`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndirectJump {
+    /// Through a recognised jump table: the table's targets are the successors.
+    JumpTable,
+    /// A tail call: BOLT's `JMP32r`/`JMP32m` opcodes (in hashes), no successors.
+    TailCall,
+    /// Unknown control flow: BOLT keeps `JMP64r`/`JMP64m` (it found the memory location the
+    /// target comes from, so the CFG stands).
+    Unknown,
+    /// Outside strict (relocation) mode, in a multi-block function: no memory location for the
+    /// target in the jump's block (its own memory operand, or an earlier memory access), so
+    /// BOLT fails to post-process the function's indirect branches and builds no CFG.
+    Unanalyzable,
+}
+
 /// One decoded instruction.
 #[derive(Debug, Clone, Copy)]
 pub struct Insn {
@@ -49,8 +67,18 @@ pub struct Insn {
     pub code: Code,
     /// Whether an operand is a memory reference.
     pub has_mem: bool,
-    /// A jump that leaves the function (BOLT treats it as a tail call, hence a call).
+    /// A jump that leaves the function, or an indirect jump through no recognised jump table
+    /// (perf2bolt's aggregation treats it as a call).
     pub tail_call: bool,
+    /// For indirect jumps of a function with blocks: BOLT's classification (the one rule for CFG
+    /// rejection and for the opcodes block and function hashes use).
+    pub indirect: Option<IndirectJump>,
+    /// `pop` or `leave`: epilogue code (an unresolved indirect jump after it in its block is a
+    /// tail call).
+    pub epilogue: bool,
+    /// For an indirect jump: its target is loaded from memory at a fixed place (no base
+    /// register, or %rip; see [`IndirectJump`]).
+    pub fixed_memory_target: bool,
     /// Target of a direct branch or call (0 for indirect ones and other instructions).
     pub target: u64,
 }
@@ -80,12 +108,21 @@ pub struct Block {
 }
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
+///
+/// The function is decoded once, here; when asked to ([`decode`]'s `keep`), the CFG keeps the
+/// decoded instructions (with their operand offsets) that block hashes and the function hash
+/// need.
 #[derive(Debug, Clone, Default)]
 pub struct Cfg {
     /// Whether BOLT considers the function simple (CFG built).
     pub simple: bool,
-    /// All instructions in address order.
+    /// All instructions in address order (up to the first undecodable one).
     pub insns: Vec<Insn>,
+    /// The decoded form of each of [`Cfg::insns`] (empty unless kept, see [`decode`]).
+    pub decoded: Vec<Instruction>,
+    /// Where the displacement and immediate of each of [`Cfg::insns`] lie in its bytes (empty
+    /// unless kept).
+    pub offsets: Vec<ConstantOffsets>,
     /// Blocks in input layout (address) order.
     pub blocks: Vec<Block>,
 }
@@ -134,67 +171,106 @@ fn classify(ins: &Instruction) -> Flow {
     }
 }
 
+/// The decoder bitness for the binary's code.
+fn bitness(image: &BoltFunctions<'_, '_>) -> u32 {
+    if image.binary().is_64() { 64 } else { 32 }
+}
+
 /// Decode one instruction at `addr` (used for return checks in functions without a CFG).
-pub fn decode_one(image: &Image<'_>, addr: u64) -> Option<Flow> {
-    let bytes = image.code_bytes(addr, 15)?;
-    let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
+pub fn decode_one(image: &BoltFunctions<'_, '_>, addr: u64) -> Option<Flow> {
+    let bytes = image.binary().code_bytes(addr, 15)?;
+    let mut d = Decoder::with_ip(bitness(image), bytes, addr, DecoderOptions::NONE);
     let ins = d.decode();
     (!ins.is_invalid()).then(|| classify(&ins))
 }
 
-/// Addresses outside `func` that it references: targets of direct branches and calls, and
-/// RIP-relative memory operands. Empty when the function does not decode completely.
-pub fn outgoing_references(image: &Image<'_>, func: &Function) -> Vec<u64> {
-    let Some(bytes) = image.code_bytes(func.address, func.size) else {
-        return Vec::new();
-    };
-    let (start, end) = (func.address, func.address.saturating_add(func.size));
-    let outside = |a: u64| a < start || a >= end;
-    let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
-    let mut ins = Instruction::default();
-    let mut out = Vec::new();
-    while decoder.can_decode() {
-        decoder.decode_out(&mut ins);
-        if ins.is_invalid() {
-            return Vec::new();
-        }
-        if matches!(
-            ins.op0_kind(),
-            OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
-        ) {
-            let t = ins.near_branch_target();
-            if outside(t) {
-                out.push(t);
-            }
-        } else if ins.is_ip_rel_memory_operand() {
-            let t = ins.ip_rel_memory_address();
-            if outside(t) {
-                out.push(t);
-            }
-        }
-    }
-    out
+/// Build the CFG of `func`.
+pub fn build(image: &BoltFunctions<'_, '_>, func: &Function, entries: &[u64]) -> Cfg {
+    build_from(image, func, entries, decode(image, func, true).0)
 }
 
-/// Build the CFG of `func`.
-pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
-    let Some(bytes) = image.code_bytes(func.address, func.size) else {
-        return Cfg::default();
+/// One function decoded (once): its instructions and in-function branch targets, before
+/// blocks are formed (which needs the function's secondary entry points, i.e. the references of
+/// every other function).
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub(crate) insns: Vec<Insn>,
+    pub(crate) decoded: Vec<Instruction>,
+    pub(crate) offsets: Vec<ConstantOffsets>,
+    /// Jump-table instruction index -> in-function target offsets, sorted by index (direct
+    /// jumps keep their target in [`Insn::target`]).
+    tables: Vec<(u32, Vec<u64>)>,
+    /// Every byte of the function decoded.
+    simple: bool,
+    /// No invalid instruction.
+    complete: bool,
+}
+
+/// Decode `func` (see [`Decoded`]) and the addresses outside it that its instructions refer to,
+/// for BOLT's secondary entry points (`pcmap_binary::bolt::references_out_of`; empty when it
+/// does not decode). `keep`: keep the decoded instructions and their operand offsets for block
+/// and function hashes (else only the compact [`Insn`]s stay).
+pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (Decoded, Vec<u64>) {
+    thread_local! {
+        /// Reused instruction buffers of decodes that do not keep them (no allocation churn
+        /// while a parallel pass decodes thousands of functions).
+        static SCRATCH: std::cell::RefCell<(Vec<Instruction>, Vec<ConstantOffsets>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    let fill = |decoded: &mut Vec<Instruction>, offsets: &mut Vec<ConstantOffsets>| {
+        let d = decode_into(image, func, decoded, offsets);
+        let refs = if d.complete {
+            pcmap_binary::bolt::references_out_of(func, decoded.iter())
+        } else {
+            Vec::new()
+        };
+        (d, refs)
+    };
+    if keep {
+        let (mut decoded, mut offsets) = (Vec::new(), Vec::new());
+        let (mut d, refs) = fill(&mut decoded, &mut offsets);
+        d.decoded = decoded;
+        d.offsets = offsets;
+        return (d, refs);
+    }
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let (decoded, offsets) = &mut *scratch;
+            fill(decoded, offsets)
+        }
+        Err(_) => fill(&mut Vec::new(), &mut Vec::new()),
+    })
+}
+
+/// Decode `func` into `decoded` and `offsets` (cleared first); the returned [`Decoded`] has
+/// neither.
+fn decode_into(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    decoded: &mut Vec<Instruction>,
+    offsets: &mut Vec<ConstantOffsets>,
+) -> Decoded {
+    decoded.clear();
+    offsets.clear();
+    let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
+        return Decoded::default();
     };
     let size = func.size;
     let start = func.address;
-    let mut decoder = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+    let mut decoder = Decoder::with_ip(bitness(image), bytes, start, DecoderOptions::NONE);
     let mut insns = Vec::with_capacity(bytes.len() / 4 + 1);
-    let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // insn index -> in-function targets
+    decoded.reserve(bytes.len() / 4 + 1);
+    offsets.reserve(bytes.len() / 4 + 1);
+    let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // jump-table insn index -> targets
     let mut simple = (bytes.len() as u64) == size;
+    let mut complete = true;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
-    // The last few instructions, to recognise position-independent jump-table sequences.
-    let mut recent: Vec<Instruction> = Vec::with_capacity(8);
     let mut ins = Instruction::default();
     while decoder.can_decode() {
         decoder.decode_out(&mut ins);
         if ins.is_invalid() {
             simple = false;
+            complete = false;
             break;
         }
         let flow = classify(&ins);
@@ -215,16 +291,17 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
         match flow {
             Flow::CondJump | Flow::Jump => {
                 let t = ins.near_branch_target();
-                if t >= start && t - start < size {
-                    targets.push((insns.len() as u32, vec![t - start]));
-                } else {
+                if t < start || t - start >= size {
                     tail_call = true;
                 }
             }
-            Flow::IndirectJump => match jump_table_base(&ins, &recent) {
-                Some(t) => tables.push((insns.len() as u32, t)),
-                None => tail_call = true,
-            },
+            // The last few instructions, to recognise position-independent jump-table sequences.
+            Flow::IndirectJump => {
+                match jump_table_base(&ins, &decoded[decoded.len().saturating_sub(8)..]) {
+                    Some(t) => tables.push((insns.len() as u32, t)),
+                    None => tail_call = true,
+                }
+            }
             _ => {}
         }
         insns.push(Insn {
@@ -235,11 +312,15 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
             has_mem,
             tail_call,
             target,
+            indirect: None,
+            epilogue: matches!(
+                ins.mnemonic(),
+                iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
+            ),
+            fixed_memory_target: flow == Flow::IndirectJump && fixed_memory_target(&ins, decoded),
         });
-        if recent.len() == 8 {
-            recent.remove(0);
-        }
-        recent.push(ins);
+        offsets.push(decoder.get_constant_offsets(&ins));
+        decoded.push(ins);
     }
     // Jump tables end where the function's next table starts (tables of a function are laid out
     // one after the other) or at the first entry that does not point into the function.
@@ -261,10 +342,50 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
         }
     }
     targets.sort_by_key(|t| t.0);
+    // Kept until the CFG is built (possibly for every profiled function at once): no slack.
+    insns.shrink_to_fit();
+    Decoded {
+        insns,
+        decoded: Vec::new(),
+        offsets: Vec::new(),
+        tables: targets,
+        simple,
+        complete,
+    }
+}
+
+/// Form the blocks of a decoded function whose secondary entry points (offsets) are `entries`.
+pub fn build_from(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    entries: &[u64],
+    d: Decoded,
+) -> Cfg {
+    let Decoded {
+        mut insns,
+        decoded,
+        offsets,
+        tables,
+        simple,
+        ..
+    } = d;
+    // In-function target offset of a direct jump or conditional jump.
+    let direct_target = |i: &Insn| -> Option<u64> {
+        (matches!(i.flow, Flow::CondJump | Flow::Jump) && !i.tail_call)
+            .then(|| i.target - func.address)
+    };
+    let table_targets = |idx: u32| -> &[u64] {
+        tables
+            .binary_search_by_key(&idx, |t| t.0)
+            .map_or(&[], |k| tables[k].1.as_slice())
+    };
+    let size = func.size;
     if !simple || insns.is_empty() {
         return Cfg {
             simple: false,
             insns,
+            decoded,
+            offsets,
             blocks: Vec::new(),
         };
     }
@@ -275,24 +396,22 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
     };
     // Leaders.
     let mut leaders: Vec<u64> = vec![0];
-    leaders.extend(
-        func.secondary_entries
-            .iter()
-            .copied()
-            .filter(|&o| is_boundary(o)),
-    );
-    for (_, ts) in &targets {
-        for &t in ts {
-            if !is_boundary(t) {
-                return Cfg {
-                    simple: false,
-                    insns,
-                    blocks: Vec::new(),
-                };
-            }
-            leaders.push(t);
-        }
+    leaders.extend(entries.iter().copied().filter(|&o| is_boundary(o)));
+    let targets: Vec<u64> = insns
+        .iter()
+        .filter_map(direct_target)
+        .chain(tables.iter().flat_map(|t| t.1.iter().copied()))
+        .collect();
+    if !targets.iter().all(|&t| is_boundary(t)) {
+        return Cfg {
+            simple: false,
+            insns,
+            decoded,
+            offsets,
+            blocks: Vec::new(),
+        };
     }
+    leaders.extend(targets);
     for (k, i) in insns.iter().enumerate() {
         if !matches!(i.flow, Flow::Next | Flow::Call) {
             let next = u64::from(i.offset) + u64::from(i.len);
@@ -325,34 +444,50 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
             first_insn: first as u32,
             end_insn: insn_idx as u32,
             succs: Vec::new(),
-            is_entry: lead == 0 || func.secondary_entries.contains(&lead),
+            is_entry: lead == 0 || entries.contains(&lead),
         });
     }
-    // Outside relocation mode (no strict mode) BOLT re-analyses every unresolved indirect jump
-    // of a multi-block function in its block, and rejects the function's CFG ("failed to
-    // post-process indirect branches") unless it finds the memory location the jump goes
-    // through: the jump's own memory operand, or a load earlier in its block. In relocation
-    // mode (perf2bolt's strict mode), and in a one-block function, such a jump is a tail call.
-    if !image.relocation_mode() && blocks.len() > 1 {
-        let rejected = blocks.iter().any(|b| {
-            let body = &insns[b.first_insn as usize..b.end_insn as usize];
-            body.iter().enumerate().any(|(k, i)| {
-                i.flow == Flow::IndirectJump
-                    && i.tail_call
-                    && !i.has_mem
-                    && !body[..k].iter().any(|p| p.has_mem)
-            })
-        });
-        if rejected {
-            return Cfg {
-                simple: false,
-                insns,
-                blocks: Vec::new(),
-            };
+    // Every indirect jump classified once (see `IndirectJump`); outside relocation mode (no
+    // strict mode) BOLT rejects the CFG of a function with an unanalyzable one ("failed to
+    // post-process indirect branches"). Measured against perf2bolt 22's YAML on PIE builds, the
+    // memory-location rule (`Unanalyzable`), not the epilogue rule that decides a jump's opcode,
+    // tells which functions keep a CFG.
+    let has_jump_table = insns
+        .iter()
+        .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
+    let strict = image.relocation_mode();
+    for b in &blocks {
+        let first = b.first_insn as usize;
+        for k in first..b.end_insn as usize {
+            if insns[k].flow != Flow::IndirectJump {
+                continue;
+            }
+            insns[k].indirect = Some(if !insns[k].tail_call {
+                IndirectJump::JumpTable
+            } else if blocks.len() == 1 || (strict && !has_jump_table) {
+                IndirectJump::TailCall
+            } else if !strict && !insns[first..=k].iter().any(|i| i.has_mem) {
+                IndirectJump::Unanalyzable
+            } else if insns[k].fixed_memory_target || insns[first..k].iter().any(|i| i.epilogue) {
+                IndirectJump::TailCall
+            } else {
+                IndirectJump::Unknown
+            });
         }
     }
+    if insns
+        .iter()
+        .any(|i| i.indirect == Some(IndirectJump::Unanalyzable))
+    {
+        return Cfg {
+            simple: false,
+            insns,
+            decoded,
+            offsets,
+            blocks: Vec::new(),
+        };
+    }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
-    let mut target_iter = targets.iter().peekable();
     let real_blocks = blocks.len();
     #[allow(clippy::needless_range_loop)] // blocks[bi].succs is assigned at the end
     for bi in 0..real_blocks {
@@ -362,12 +497,13 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
         if b.end_insn > b.first_insn {
             let last_idx = b.end_insn - 1;
             let last = insns[last_idx as usize];
-            while target_iter.peek().is_some_and(|(i, _)| *i < last_idx) {
-                target_iter.next();
-            }
-            let tgts: &[u64] = match target_iter.peek() {
-                Some((i, t)) if *i == last_idx => t,
-                _ => &[],
+            let direct;
+            let tgts: &[u64] = match direct_target(&last) {
+                Some(t) => {
+                    direct = [t];
+                    &direct
+                }
+                None => table_targets(last_idx),
             };
             match last.flow {
                 Flow::CondJump => {
@@ -379,15 +515,7 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
                     if last_idx > b.first_insn {
                         let prev = &insns[last_idx as usize - 1];
                         if prev.flow == Flow::CondJump && !prev.tail_call {
-                            succs.extend(
-                                targets
-                                    .iter()
-                                    .find(|(i, _)| *i == last_idx - 1)
-                                    .map(|(_, t)| t.as_slice())
-                                    .unwrap_or(&[])
-                                    .iter()
-                                    .filter_map(|&t| block_of(t)),
-                            );
+                            succs.extend(direct_target(prev).and_then(block_of));
                         }
                     }
                     succs.extend(tgts.iter().filter_map(|&t| block_of(t)));
@@ -413,6 +541,8 @@ pub fn build(image: &Image<'_>, func: &Function) -> Cfg {
     Cfg {
         simple: true,
         insns,
+        decoded,
+        offsets,
         blocks,
     }
 }
@@ -464,7 +594,7 @@ fn jump_table_base(ins: &Instruction, recent: &[Instruction]) -> Option<JumpTabl
 /// Targets of a jump table: entries read while they point into the function and stay below
 /// `limit` (the function's next table).
 fn jump_table_targets(
-    image: &Image<'_>,
+    image: &BoltFunctions<'_, '_>,
     func: &Function,
     table: JumpTable,
     limit: u64,
@@ -479,9 +609,10 @@ fn jump_table_targets(
             break;
         }
         let entry = if table.absolute {
-            image.read_u64(at)
+            image.binary().read_u64(at)
         } else {
             image
+                .binary()
                 .read_u32(at)
                 .map(|rel| table.base.wrapping_add(rel as i32 as i64 as u64))
         };
@@ -494,4 +625,46 @@ fn jump_table_targets(
         out.push(entry - func.address);
     }
     out
+}
+
+/// Whether the indirect jump `jump` (after the instructions `before`, in address order) takes
+/// its target from memory at a fixed place: BOLT converts such a jump that is no valid jump
+/// table into a tail call during disassembly. Otherwise (`analyzeIndirectBranch` says UNKNOWN:
+/// a base register, no load found, or a register set by something else than a load) it becomes
+/// a tail call only in a block with epilogue code (`postProcessIndirectBranches`).
+///
+/// The memory location is the jump's own operand or, for a jump through a register, the plain
+/// load that last writes the register before the jump in address order (BOLT has no blocks yet).
+fn fixed_memory_target(jump: &Instruction, before: &[Instruction]) -> bool {
+    let mem_loc = if jump.op0_kind() == OpKind::Memory {
+        Some(jump)
+    } else {
+        let reg = jump.op0_register().full_register();
+        let mut factory = InstructionInfoFactory::new();
+        before
+            .iter()
+            .rev()
+            .find(|i| {
+                factory.info(i).used_registers().iter().any(|u| {
+                    u.register().full_register() == reg
+                        && matches!(
+                            u.access(),
+                            OpAccess::Write
+                                | OpAccess::ReadWrite
+                                | OpAccess::CondWrite
+                                | OpAccess::ReadCondWrite
+                        )
+                })
+            })
+            .filter(|i| {
+                matches!(
+                    i.code(),
+                    Code::Mov_r64_rm64 | Code::Mov_r32_rm32 | Code::Mov_r16_rm16
+                ) && i.op1_kind() == OpKind::Memory
+            })
+    };
+    mem_loc.is_some_and(|m| {
+        let base = m.memory_base();
+        (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
+    })
 }

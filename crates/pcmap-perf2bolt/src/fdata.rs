@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 
 use crate::aggregate::{BranchProfile, Loc, SampleProfile};
-use crate::image::Image;
+use pcmap_binary::bolt::BoltFunctions;
 
 /// Escape a name the way BOLT does in fdata (space and backslash get a backslash).
 pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
@@ -26,7 +26,7 @@ pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
 
 fn write_loc(
     w: &mut (impl Write + ?Sized),
-    image: &Image<'_>,
+    image: &BoltFunctions<'_, '_>,
     loc: Loc,
     bolted: bool,
 ) -> io::Result<()> {
@@ -45,7 +45,7 @@ fn write_loc(
 /// records written.
 pub fn write_branches(
     w: &mut (impl Write + ?Sized),
-    image: &Image<'_>,
+    image: &BoltFunctions<'_, '_>,
     profile: &BranchProfile,
     bolted: bool,
 ) -> io::Result<u64> {
@@ -67,7 +67,7 @@ pub fn write_branches(
 /// Write a basic-sample (`no_lbr`) fdata file. Returns the number of records written.
 pub fn write_samples(
     w: &mut (impl Write + ?Sized),
-    image: &Image<'_>,
+    image: &BoltFunctions<'_, '_>,
     profile: &SampleProfile,
     events: &[String],
     bolted: bool,

@@ -1,7 +1,8 @@
 //! perf2bolt 22's semantics in Rust, for `pcmap perf2bolt`:
 //!
-//! * [`image`]: the input binary as BOLT's aggregator sees it (functions with BOLT's names,
-//!   sizes and "max sizes", PLT pseudo functions);
+//! * the input binary as BOLT's aggregator sees it comes from `pcmap-binary`
+//!   ([`pcmap_binary::bolt::BoltFunctions`], built from a [`pcmap_binary::Binary`] the caller
+//!   parsed once): functions with BOLT's names, sizes and "max sizes", PLT pseudo functions;
 //! * [`cfg`](mod@cfg): CFGs built like BOLT's from the disassembly (leaders, successor order, jump tables,
 //!   tail calls, which functions are simple);
 //! * [`preagg`]: the aggregator's input, merged trace records built by a sink of
@@ -9,9 +10,8 @@
 //!   and basic samples; fixed-address, PIE and shared-object binaries);
 //! * [`aggregate`]: taken branches, fall-through validation with call continuation, external
 //!   origins, returns, statistics, in parallel over address-sorted traces;
-//! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`hash`]: BOLT's xxh3 function hash over
-//!   LLVM opcode names from the generated [`opcode_table`]; [`stringmap`]: LLVM `StringSet` order;
-//! * [`block_hash`]: BOLT's block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
+//! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`stringmap`]: LLVM `StringSet` order;
+//! * [`block_hash`]: BOLT's function hash and block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
 //!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
 //!
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
@@ -25,10 +25,6 @@ pub mod block_hash;
 pub mod block_hash_table;
 pub mod cfg;
 pub mod fdata;
-pub mod hash;
-pub mod image;
-#[rustfmt::skip]
-pub mod opcode_table;
 pub mod preagg;
 pub mod stringmap;
 pub mod yaml;
@@ -36,9 +32,9 @@ pub mod yaml;
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The binary is not a readable ELF file.
+    /// The binary cannot be used (malformed, or a machine BOLT's model does not decode).
     #[error("reading the binary: {0}")]
-    Elf(String),
+    Binary(#[from] pcmap_binary::Error),
     /// The perf.data file cannot be used.
     #[error("perf.data: {0}")]
     PerfData(#[from] pcmap_profile::events::PerfError),

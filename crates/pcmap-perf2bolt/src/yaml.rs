@@ -3,7 +3,7 @@
 //!
 //! Per profiled function (any function a record starts or ends in), in address order: `fid`
 //! (BOLT's function number: symbol functions in address order, then PLT entries, then the PLT
-//! header), `hash` (xxh3 of LLVM opcode names, see [`crate::hash`]), `exec` (entries at offset 0),
+//! header), `hash` (xxh3 of LLVM opcode names, see [`block_hash::function_hash`]), `exec` (entries at offset 0),
 //! `nblocks`, and the blocks that are entry points or carry counts, with every CFG successor (zero
 //! counts included), call sites and block hashes ([`crate::block_hash`]).
 
@@ -13,16 +13,16 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregator, BranchProfile, Loc};
+use crate::block_hash;
 use crate::cfg::Flow;
-use crate::image::FunctionKind;
-use crate::{block_hash, hash};
+use pcmap_binary::bolt::{BoltFunction, FunctionKind};
 
-/// BOLT's function numbers (`fid`), indexed like [`crate::image::Image::functions`]: functions
+/// BOLT's function numbers (`fid`), indexed like [`pcmap_binary::bolt::BoltFunctions::functions`]: functions
 /// with symbols in address order, then PLT entries, then the PLT header, then functions known
 /// only from FDEs (the order in which BOLT creates them).
 pub fn function_ids(agg: &Aggregator<'_, '_>) -> Vec<u32> {
     let funcs = agg.image().functions();
-    let group = |f: &crate::image::Function| -> u8 {
+    let group = |f: &BoltFunction| -> u8 {
         if f.kind == FunctionKind::Plt {
             if f.is_plt_header() { 2 } else { 1 }
         } else if f.is_fde_only() {
@@ -114,7 +114,11 @@ fn header(
     yaml::Header {
         version: 1,
         binary_name: binary_name.to_string(),
-        build_id: agg.image().build_id().unwrap_or("<unknown>").to_string(),
+        build_id: agg
+            .image()
+            .binary()
+            .build_id_hex()
+            .unwrap_or_else(|| "<unknown>".to_string()),
         flags,
         origin: "perf data aggregator".into(),
         events: crate::stringmap::string_set_order(events).join(","),
@@ -147,6 +151,8 @@ pub fn branch_profile(
             .is_some_and(|b| b.is_bat_function(funcs[fi].address))
     };
     let hash_ctx = block_hash::Context::new(agg.image());
+    // Entry points before the parallel CFG builds below (a no-op after aggregation).
+    agg.prepare(Some(&index.profiled));
     // Functions are independent (CFG, block hashes, counts): convert them in parallel; an
     // indexed parallel iterator keeps address order.
     out.functions = (0..funcs.len())
@@ -222,7 +228,7 @@ fn cfg_function(
         name: f.profile_name(agg.is_bat()).to_string(),
         id: ids[fi],
         hash: if cfg.simple {
-            hash::function_hash(cfg).0
+            block_hash::function_hash(hash_ctx, f, cfg).0
         } else {
             0
         },
@@ -494,6 +500,7 @@ pub fn sample_profile(
 ) -> yaml::Profile {
     let image = agg.image();
     let ids = function_ids(agg);
+    let hash_ctx = block_hash::Context::new(image);
     let sampled = samples.profiled_functions(image.functions().len());
     let mut out = yaml::Profile {
         header: header(agg, binary_name, events, yaml::PF_SAMPLE),
@@ -512,7 +519,7 @@ pub fn sample_profile(
             name: f.name().to_string(),
             id: ids[fi],
             hash: if cfg.simple {
-                hash::function_hash(cfg).0
+                block_hash::function_hash(&hash_ctx, f, cfg).0
             } else {
                 0
             },

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::block_hash::{self, Context};
-use pcmap_perf2bolt::{cfg, image::Image};
 use pcmap_testkit as tk;
 
 const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
@@ -67,8 +67,11 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     );
     let theirs = pcmap_profile::yaml::parse(&std::fs::read(&yaml).unwrap()).unwrap();
     let data = std::fs::read(bin).unwrap();
-    let image = Image::parse(&data).unwrap();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = BoltFunctions::discover(&binary).unwrap();
     let ctx = Context::new(&image);
+    let agg = pcmap_perf2bolt::aggregate::Aggregator::new(&image);
+    agg.prepare(None);
     let by_name: HashMap<&str, usize> = image
         .functions()
         .iter()
@@ -78,18 +81,17 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     let mut a = Agreement::default();
     let mut unknown = 0;
     let mut report = String::new();
-    // Function hashes, for information: crate::hash's and block_hash's (same opcode names).
-    let (mut fn_same, mut fn_same2, mut fn_all) = (0, 0, 0);
+    // Function hashes, for information.
+    let (mut fn_same2, mut fn_all) = (0, 0);
     for yf in &theirs.functions {
         let Some(&fi) = by_name.get(yf.name.as_str()) else {
             continue;
         };
         let func = &image.functions()[fi];
-        let c = cfg::build(&image, func);
-        let (ours, stats) = block_hash::block_hashes(&ctx, func, &c);
+        let c = agg.cfg(fi);
+        let (ours, stats) = block_hash::block_hashes(&ctx, func, c);
         fn_all += 1;
-        fn_same += usize::from(pcmap_perf2bolt::hash::function_hash(&c).0 == yf.hash);
-        let fh = block_hash::function_hash(&ctx, func, &c).0;
+        let fh = block_hash::function_hash(&ctx, func, c).0;
         fn_same2 += usize::from(fh == yf.hash);
         if fh != yf.hash {
             writeln!(
@@ -101,7 +103,7 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
             )
             .unwrap();
         }
-        let inputs = block_hash::hash_inputs(&ctx, func, &c, &mut block_hash::Stats::default());
+        let inputs = block_hash::hash_inputs(&ctx, func, c, &mut block_hash::Stats::default());
         unknown += stats.unknown;
         if let Some(u) = stats.first_unknown {
             writeln!(report, "{tag} {}: unknown instruction form {u:?}", yf.name).unwrap();
@@ -144,7 +146,7 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
     }
     std::fs::write(dir.join("mismatches.txt"), &report).unwrap();
     eprintln!(
-        "{tag}: {} blocks, {unknown} unknown instructions, function hashes {fn_same}/{fn_all} (hash), {fn_same2}/{fn_all} (block_hash); {}",
+        "{tag}: {} blocks, {unknown} unknown instructions, function hashes {fn_same2}/{fn_all}; {}",
         a.blocks,
         FIELDS
             .iter()

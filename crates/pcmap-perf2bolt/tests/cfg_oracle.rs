@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::aggregate::Aggregator;
-use pcmap_perf2bolt::image::Image;
 use pcmap_testkit as tk;
 
 const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
@@ -81,7 +81,8 @@ fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
 fn compare(bin: &std::path::Path) {
     let bolt = bolt_cfgs(bin);
     let data = std::fs::read(bin).unwrap();
-    let image = Image::parse(&data).unwrap();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = BoltFunctions::discover(&binary).unwrap();
     let agg = Aggregator::new(&image);
     let mut checked = 0;
     for (i, f) in image.functions().iter().enumerate() {

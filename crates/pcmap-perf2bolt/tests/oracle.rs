@@ -2,8 +2,8 @@
 
 mod support;
 
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::aggregate::Aggregator;
-use pcmap_perf2bolt::image::Image;
 use pcmap_perf2bolt::{fdata, preagg};
 use pcmap_testkit as tk;
 
@@ -18,7 +18,8 @@ fn check(bin: &std::path::Path, tag: &str, seed: u64) {
     let (expected, stdout) = support::perf2bolt(bin, &prof, &dir.join("out.fdata"), &[]);
 
     let data = std::fs::read(bin).unwrap();
-    let image = Image::parse(&data).unwrap();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = BoltFunctions::discover(&binary).unwrap();
     let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();
     let agg = Aggregator::new(&image);
     let profile = agg.aggregate_traces(&parsed, &|_| {});

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate src/block_hash_table.rs: what BOLT's block hash needs to know about an instruction
-beyond its LLVM opcode name, keyed like src/opcode_table.rs by (iced-x86 Code, has memory operand):
+beyond its LLVM opcode name (also generated here), keyed by (iced-x86 Code, operand form):
 
 * the AT&T mnemonics LLVM's instruction printer uses (for the "loose" OpcodeHash);
 * the MCInst operand list as a template over iced-x86's operands (for the InstrHash);
@@ -19,7 +19,7 @@ examples do not use are assembled (`llvm-mc -show-inst`, same two runs) from sma
 Each MCInst operand is then matched against iced-x86's operands of the same example (several
 examples per key narrow ambiguous matches down); operands matching nothing become constants.
 
-Coverage is that of the corpus: instruction forms it lacks hash with their opcode name only
+Coverage is that of the corpus: instruction forms it lacks hash as unknown (their iced-x86 code name)
 (counted as unknown by block_hash). The committed table was generated from the test fixtures
 (p1, p4, the 2,500-function program, blockhash_mix.c builds), zstd 1.5.7 (the zstd-sys crate's
 sources; clang -O0/-O2/-O3 -march=x86-64-v3/-Os PIE, gcc -O2/-O3 -march=x86-64-v4) and Debian

@@ -778,3 +778,185 @@ fn malformed_sections_are_reported() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("use 0 or 1"));
 }
+
+/// Addresses in the padding after functions of a BOLTed binary (between a function's size and
+/// the next function: perf2bolt's "max size"), as branch sources and targets (`B` records) and as
+/// basic samples (`S` records): `pcmap bat translate` names and offsets them as perf2bolt 22
+/// writes them into its fdata.
+fn assert_padding_translation_agrees_with_perf2bolt(f: &Fixture) {
+    /// A function (by address; `u64::MAX` for unknown code) and an offset.
+    type Place = (u64, u64);
+    let file = std::fs::read(&f.bolted).unwrap();
+    let bin = Binary::parse(&file).unwrap();
+    let functions = pcmap_binary::bolt::BoltFunctions::discover(&bin).unwrap();
+    let table = BatTable::parse(&f.section).unwrap();
+    // Padding after functions that start at a function symbol (the names `names` resolves);
+    // samples only in hot fragments' padding (perf2bolt translates a sample through the owner's
+    // hot fragment, see `pcmap perf2bolt`).
+    let mut padding = Vec::new();
+    let mut hot_padding = Vec::new();
+    for bf in functions.functions() {
+        let symbol = bin
+            .function_at(bf.address)
+            .is_some_and(|g| g.address == bf.address);
+        if bf.max_size <= bf.size || !symbol {
+            continue;
+        }
+        let (start, end) = (bf.address + bf.size, bf.address + bf.max_size);
+        let here = [start, (start + end) / 2, end - 1];
+        padding.extend(here);
+        if table.parent_of(bf.address).is_none_or(|p| p == bf.address) {
+            hot_padding.extend(here);
+        }
+    }
+    padding.sort_unstable();
+    padding.dedup();
+    hot_padding.sort_unstable();
+    hot_padding.dedup();
+    let in_bat = padding
+        .iter()
+        .filter(|&&a| {
+            functions
+                .function_containing(a)
+                .is_some_and(|i| table.is_bat_function(functions.functions()[i].address))
+        })
+        .count();
+    assert!(
+        padding.len() >= 10 && in_bat >= 5,
+        "{}: only {} padding addresses ({in_bat} in BAT functions)",
+        f.bolted.display(),
+        padding.len()
+    );
+    let sources = padding.clone();
+    let targets: Vec<u64> = (0..sources.len())
+        .map(|i| padding[(i + padding.len() / 2) % padding.len()])
+        .collect();
+    let address_of = names(&bin);
+    let key = |name: &str, off: u64| match name {
+        "[unknown]" => (u64::MAX, 0),
+        n => (address_of(n), off),
+    };
+
+    // perf2bolt: branches (LBR mode) and samples (`--ba`).
+    let dir = scratch_dir(&format!(
+        "bat-padding-{}",
+        f.bolted.file_name().unwrap().to_string_lossy()
+    ));
+    let mut branches = String::new();
+    for (i, (s, t)) in sources.iter().zip(&targets).enumerate() {
+        branches += &format!("B {s:x} {t:x} {} 0\n", i + 1);
+    }
+    let mut samples = String::new();
+    for (i, a) in hot_padding.iter().enumerate() {
+        samples += &format!("S {a:x} {}\n", i + 1);
+    }
+    let perf2bolt = |name: &str, text: &str, basic: bool| -> Vec<String> {
+        let pa = dir.join(format!("{name}.pa"));
+        std::fs::write(&pa, text).unwrap();
+        let out = dir.join(format!("{name}.fdata"));
+        let mut cmd = Command::new(tool("perf2bolt"));
+        cmd.arg("--pa").arg("-p").arg(&pa).arg("-o").arg(&out);
+        if basic {
+            cmd.arg("--ba");
+        }
+        run_ok(cmd.arg(&f.bolted));
+        let fdata = std::fs::read_to_string(&out).unwrap();
+        let mut lines = fdata.lines();
+        assert_eq!(
+            lines.next(),
+            Some("boltedcollection"),
+            "perf2bolt did not use BAT"
+        );
+        if basic {
+            assert!(lines.next().unwrap().starts_with("no_lbr"));
+        }
+        lines.map(str::to_string).collect()
+    };
+    let mut oracle: BTreeMap<(Place, Place), u64> = BTreeMap::new();
+    for line in perf2bolt("branches", &branches, false) {
+        let w: Vec<&str> = line.split(' ').collect();
+        assert_eq!(w.len(), 8, "unexpected fdata line {line:?}");
+        let k = (
+            key(w[1], pcmap_testkit::hex(w[2])),
+            key(w[4], pcmap_testkit::hex(w[5])),
+        );
+        *oracle.entry(k).or_default() += w[7].parse::<u64>().unwrap();
+    }
+    let mut oracle_samples: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for line in perf2bolt("samples", &samples, true) {
+        let w: Vec<&str> = line.split(' ').collect();
+        assert_eq!(w.len(), 4, "unexpected fdata line {line:?}");
+        *oracle_samples
+            .entry(key(w[1], pcmap_testkit::hex(w[2])))
+            .or_default() += w[3].parse::<u64>().unwrap();
+    }
+
+    // pcmap: every address through `pcmap bat translate` (sources with `:1`).
+    let mut args: Vec<String> = vec![
+        "bat".into(),
+        "translate".into(),
+        f.bolted.display().to_string(),
+    ];
+    args.extend(sources.iter().map(|a| format!("{a:#x}:1")));
+    args.extend(targets.iter().map(|a| format!("{a:#x}")));
+    args.extend(hot_padding.iter().map(|a| format!("{a:#x}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let printed = pcmap(&args);
+    let translated: Vec<(u64, u64)> = printed
+        .lines()
+        .map(|l| match l.split_once(" -> ") {
+            Some((_, rest)) => {
+                let (name, off) = rest.rsplit_once(" + ").unwrap();
+                key(name, pcmap_testkit::hex(off))
+            }
+            None => (u64::MAX, 0),
+        })
+        .collect();
+    assert_eq!(
+        translated.len(),
+        sources.len() + targets.len() + hot_padding.len()
+    );
+    let (from, rest) = translated.split_at(sources.len());
+    let (to, sampled) = rest.split_at(targets.len());
+    let mut ours: BTreeMap<(Place, Place), u64> = BTreeMap::new();
+    for (i, (s, t)) in from.iter().zip(to).enumerate() {
+        // perf2bolt records nothing for a branch between two unknown locations.
+        if *s == (u64::MAX, 0) && *t == (u64::MAX, 0) {
+            continue;
+        }
+        *ours.entry((*s, *t)).or_default() += i as u64 + 1;
+    }
+    let mut ours_samples: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    for (i, k) in sampled.iter().enumerate() {
+        *ours_samples.entry(*k).or_default() += i as u64 + 1;
+    }
+    assert_eq!(
+        ours,
+        oracle,
+        "{}: branch records with padding ends differ",
+        f.bolted.display()
+    );
+    assert_eq!(
+        ours_samples,
+        oracle_samples,
+        "{}: samples in padding differ",
+        f.bolted.display()
+    );
+    eprintln!(
+        "{}: {} padding addresses ({in_bat} in BAT functions), {} branch records and {} samples agree with perf2bolt",
+        f.bolted.display(),
+        padding.len(),
+        oracle.len(),
+        oracle_samples.len()
+    );
+}
+
+#[test]
+fn padding_translation_agrees_with_perf2bolt_split_reordered() {
+    assert_padding_translation_agrees_with_perf2bolt(&loops());
+}
+
+#[test]
+fn padding_translation_agrees_with_perf2bolt_many_functions() {
+    assert_padding_translation_agrees_with_perf2bolt(&many());
+}

@@ -318,9 +318,10 @@ fn cfg_block_hash_agreement(theirs: &str, ours: &str, bat_names: &[String]) -> (
 /// BAT entry, under their BAT-mode names).
 fn bat_function_names(bin: &Path) -> Vec<String> {
     let data = std::fs::read(bin).unwrap();
-    let image = pcmap_perf2bolt::image::Image::parse(&data).unwrap();
-    let table =
-        pcmap_bat::BatTable::parse(image.section_data(pcmap_bat::SECTION_NAME).unwrap()).unwrap();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = pcmap_binary::bolt::BoltFunctions::discover(&binary).unwrap();
+    let section = binary.section_by_name(pcmap_bat::SECTION_NAME).unwrap();
+    let table = pcmap_bat::BatTable::parse(&binary.section_data(section).unwrap()).unwrap();
     image
         .functions()
         .iter()

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use pcmap_bat::{Bat, BatTable, Entry, EntryKind, SECTION_NAME};
+use pcmap_binary::bolt::BoltFunctions;
 use pcmap_binary::{Binary, MappedFile};
 use serde_json::{Value, json};
 
@@ -243,13 +244,20 @@ fn translate(path: &Path, specs: &[String]) -> Result<()> {
     let data = bat_section(&bin, path)?;
     let table = BatTable::parse(&data)
         .with_context(|| format!("{}: section {SECTION_NAME}", path.display()))?;
+    // BOLT's functions, with perf2bolt's lookup rule: an address belongs to the function whose
+    // "max size" (up to the next function, padding included) covers it.
+    let functions = BoltFunctions::discover(&bin)
+        .with_context(|| format!("discovering the functions of {}", path.display()))?;
     let mut s = String::new();
     for (address, is_branch_src) in queries {
         use std::fmt::Write as _;
-        // As perf2bolt: the function symbol containing the address; if BOLT rewrote it (a BAT
+        // As perf2bolt: the function containing the address; if BOLT rewrote it (a BAT
         // fragment), translate and name the hot fragment (the input function); else the offset
         // is already an input offset.
-        let Some(function) = bin.function_at(address) else {
+        let Some(function) = functions
+            .function_containing(address)
+            .map(|i| &functions.functions()[i])
+        else {
             let _ = writeln!(s, "No function symbol found for 0x{address:x}");
             continue;
         };
@@ -258,9 +266,18 @@ fn translate(path: &Path, specs: &[String]) -> Result<()> {
                 Some(t) => (t.function_address, t.input_offset),
                 None => (function.address, address - function.address),
             };
+        // The symbol's own name where a function symbol starts there, else BOLT's name (for
+        // functions known from FDEs or section starts).
         let name = bin
             .function_at(name_address)
-            .map_or("<unknown>", |f| bin.function_name(f));
+            .filter(|f| f.address == name_address)
+            .map(|f| bin.function_name(f))
+            .or_else(|| {
+                functions
+                    .function_at(name_address)
+                    .map(|i| functions.functions()[i].name())
+            })
+            .unwrap_or("<unknown>");
         let _ = writeln!(s, "0x{address:x} -> {name} + 0x{offset:x}");
     }
     let stdout = std::io::stdout();

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
-use pcmap_perf2bolt::image::Image;
 use pcmap_perf2bolt::{fdata, preagg, yaml};
 use pcmap_profile::events::PerfOptions;
 
@@ -90,20 +91,20 @@ fn write_outputs(
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let bin_file = std::fs::File::open(&args.binary)
+    // The binary is parsed once; everything below borrows this model.
+    let bin_file = MappedFile::open(&args.binary)
         .with_context(|| format!("opening {}", args.binary.display()))?;
-    // SAFETY: the mapping is read-only and the file is not modified while we hold it.
-    let bin_map = unsafe { memmap2::Mmap::map(&bin_file) }
-        .with_context(|| format!("mapping {}", args.binary.display()))?;
-    let image =
-        Image::parse(&bin_map).with_context(|| format!("reading {}", args.binary.display()))?;
+    let binary = Binary::parse(bin_file.bytes())
+        .with_context(|| format!("reading {}", args.binary.display()))?;
+    let image = BoltFunctions::discover(&binary)
+        .with_context(|| format!("reading {}", args.binary.display()))?;
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
-    let bat = if image.has_bat() {
-        let section = image
-            .section_data(pcmap_bat::SECTION_NAME)
+    let bat = if let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) {
+        let section = binary
+            .section_data(section)
             .with_context(|| format!("reading .note.bolt_bat of {}", args.binary.display()))?;
-        let table = pcmap_bat::BatTable::parse(section)
+        let table = pcmap_bat::BatTable::parse(&section)
             .with_context(|| format!("decoding .note.bolt_bat of {}", args.binary.display()))?;
         Some(table)
     } else {
@@ -111,7 +112,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let bolted = bat.is_some();
 
-    let prof_file = pcmap_binary::MappedFile::open(&args.profile)
+    let prof_file = MappedFile::open(&args.profile)
         .with_context(|| format!("opening {}", args.profile.display()))?;
     let prof_map = prof_file.bytes();
     // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
@@ -141,10 +142,8 @@ pub fn run(args: Args) -> Result<()> {
         ));
         parsed
     } else {
-        let bin = pcmap_binary::Binary::parse(&bin_map)
-            .with_context(|| format!("reading {}", args.binary.display()))?;
         let desc =
-            pcmap_bbmap::profile::binary_desc(&bin, args.binary.as_os_str().as_encoded_bytes());
+            pcmap_bbmap::profile::binary_desc(&binary, args.binary.as_os_str().as_encoded_bytes());
         let opts = PerfOptions {
             basic: args.basic_events,
             pid: args.pid,
@@ -175,6 +174,9 @@ pub fn run(args: Args) -> Result<()> {
     };
 
     let agg = Aggregator::new(&image);
+    // YAML profiles hash blocks: CFGs keep their decoded instructions for that.
+    let yaml_output = args.yaml.is_some() || args.profile_format == ProfileFormat::Yaml;
+    let agg = if yaml_output { agg.with_hashing() } else { agg };
     let agg = match &bat {
         Some(table) => agg.with_bat(table),
         None => agg,

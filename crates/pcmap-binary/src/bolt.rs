@@ -1,0 +1,485 @@
+//! The functions BOLT discovers in a binary, as its aggregator (perf2bolt) sees them: symbol
+//! functions with BOLT's names, sizes and "max sizes", PLT entries as pseudo functions,
+//! functions known only from FDEs or from code section starts, and secondary entry points.
+//!
+//! Built from an already parsed [`Binary`] (see [`BoltFunctions::discover`]):
+//!
+//! * every `STT_FUNC`/`STT_GNU_IFUNC` symbol in a code section is a function, named by BOLT's
+//!   naming pass ([`crate::Symbol::bolt_name`]: `name`, `name/N`, `name/file/N`, ...); aliases
+//!   at one address are merged (largest size wins);
+//! * an untyped code label (`STT_NOTYPE`) that no sized function contains becomes a function
+//!   (in BOLTed binaries: a moved function's secondary entry label left in the original code);
+//! * a code section start without a function (`.init`, `.fini`, the original `.bolt.org.text`
+//!   of a BOLTed binary) becomes `<section>/N`;
+//! * a zero-size symbol takes the size of the FDE at its address; an FDE start outside every
+//!   function becomes `__BOLT_FDE_FUNCat<addr>`;
+//! * a lazily bound `.plt` (16-byte header and entries in `.rela.plt` order) gives the pseudo
+//!   functions `__BOLT_PSEUDO_.plt` and `name@PLT`;
+//! * zero-size functions extend to the next function; every function's *max size* reaches the
+//!   next function or the end of its section, unless the bytes after its size are not zeros,
+//!   NOPs or `int3` ("bad padding"), when lookups stop at its size;
+//!
+//! Secondary entry points need every function's instructions: BOLT's
+//! `processInterproceduralReferences` makes a direct branch or call, or a RIP-relative reference,
+//! from one function into the middle of another (within its size) an entry point of the target.
+//! References of every function that decodes completely count (perf2bolt disassembles every
+//! function; in BAT mode it counts the references of the functions it ignores too). A caller
+//! that decodes some functions anyway (perf2bolt builds CFGs of the profiled ones) takes their
+//! references from its own decode ([`references_out_of`]) and lets
+//! [`BoltFunctions::outgoing_references`] decode the others, so each function is decoded once;
+//! [`BoltFunctions::entry_points`] applies the rule.
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+
+use crate::symbols::SymbolKind;
+use crate::{Binary, Machine, Result};
+
+/// BOLT's name prefix for a function known only from an FDE (followed by its hex address).
+const FDE_FUNCTION_PREFIX: &str = "__BOLT_FDE_FUNCat";
+
+/// What kind of function BOLT makes of a code range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// An ordinary function: disassembled, CFG built when simple.
+    Regular,
+    /// A PLT entry (`name@PLT`) or the PLT header: a pseudo function without CFG.
+    Plt,
+}
+
+/// One function as BOLT discovers it.
+#[derive(Debug, Clone)]
+pub struct BoltFunction {
+    /// BOLT's names for the function: the first is the one printed in profiles
+    /// (`name` for globals, `name/N` for locals); local functions with a file symbol also get
+    /// `name/file/N`.
+    pub names: Vec<String>,
+    /// Start address.
+    pub address: u64,
+    /// Size (the symbol size, or up to the next function for zero-size symbols).
+    pub size: u64,
+    /// Addresses in `[address, address + max_size)` belong to this function for profile
+    /// lookups: up to the next function or the end of the section, or just `size` after bad
+    /// padding.
+    pub max_size: u64,
+    /// Ordinary or PLT.
+    pub kind: FunctionKind,
+}
+
+impl BoltFunction {
+    /// The name printed in fdata for this function.
+    pub fn name(&self) -> &str {
+        &self.names[0]
+    }
+
+    /// The name perf2bolt prints for this function: in BAT mode (a profile of a BOLT-optimized
+    /// binary) the `name/file/N` alias of a local function when it has one, else [`Self::name`].
+    pub fn profile_name(&self, bat: bool) -> &str {
+        if bat {
+            self.file_name_alias().unwrap_or_else(|| self.name())
+        } else {
+            self.name()
+        }
+    }
+
+    /// Whether BOLT discovered the function from an FDE alone (no symbol): such functions are
+    /// created after the symbol and PLT functions, and numbered after them.
+    pub fn is_fde_only(&self) -> bool {
+        self.names[0].starts_with(FDE_FUNCTION_PREFIX)
+    }
+
+    /// Whether this is the pseudo function BOLT makes of a PLT header (`__BOLT_PSEUDO_.plt`):
+    /// a PLT function here, but not one of BOLT's PLT entries (numbered after them, counted in
+    /// the program statistics).
+    pub fn is_plt_header(&self) -> bool {
+        self.names[0].starts_with("__BOLT_PSEUDO_")
+    }
+
+    /// The `name/file/N` alias of a local function (preferred in BAT mode), if any.
+    pub fn file_name_alias(&self) -> Option<&str> {
+        self.names
+            .iter()
+            .map(String::as_str)
+            .find(|n| n.find('/').is_some_and(|i| n[i + 1..].contains('/')))
+    }
+
+    /// True if `address` lies in `[address, address + max_size)`.
+    pub fn contains(&self, address: u64) -> bool {
+        address >= self.address && address - self.address < self.max_size
+    }
+}
+
+/// The functions of a binary as BOLT discovers them, sorted by address, with the binary-wide
+/// facts perf2bolt's aggregation depends on.
+#[derive(Debug)]
+pub struct BoltFunctions<'a, 'data> {
+    binary: &'a Binary<'data>,
+    functions: Vec<BoltFunction>,
+    /// `functions[i].address` and `address + max_size`, kept apart for cache-friendly lookups.
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    /// Decoder bitness (64 for x86-64, 32 for i386).
+    bitness: u32,
+}
+
+impl<'a, 'data> BoltFunctions<'a, 'data> {
+    /// Discover the functions of `binary` the way BOLT does (see the module documentation).
+    /// Instruction decoding (for references and padding) needs x86: other machines get
+    /// [`crate::Error::UnsupportedMachine`].
+    pub fn discover(binary: &'a Binary<'data>) -> Result<Self> {
+        let bitness = match binary.machine() {
+            Machine::X86_64 => 64,
+            Machine::X86 => 32,
+            m => return Err(crate::Error::UnsupportedMachine { machine: m.name() }),
+        };
+        let in_code = |a: u64| binary.code_section_at(a).is_some();
+        let mut functions: Vec<BoltFunction> = Vec::new();
+        // Symbols in address order (symbol-table order at one address).
+        let mut syms: Vec<&crate::Symbol<'data>> = binary
+            .symbols()
+            .iter()
+            .filter(|s| {
+                !s.name.is_empty()
+                    && !s.is_undefined
+                    && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
+            })
+            .collect();
+        syms.sort_by_key(|s| (s.address, s.index));
+        for s in syms {
+            let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
+            let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
+            if !(is_func || is_label) || !in_code(s.address) {
+                continue;
+            }
+            let mut names = vec![s.bolt_name.clone().unwrap_or_else(|| s.name.to_string())];
+            names.extend(s.bolt_file_name.clone());
+            if is_label {
+                // An untyped label inside a sized function is not a function of its own.
+                let contained = functions.last().is_some_and(|f| {
+                    s.address >= f.address && (f.size == 0 || s.address - f.address < f.size)
+                });
+                if contained {
+                    continue;
+                }
+            }
+            if let Some(last) = functions.last_mut()
+                && last.address == s.address
+            {
+                last.names.extend(names);
+                last.size = last.size.max(s.size);
+                continue;
+            }
+            functions.push(BoltFunction {
+                names,
+                address: s.address,
+                size: s.size,
+                max_size: 0,
+                kind: FunctionKind::Regular,
+            });
+        }
+        // Code section starts without a function: `<section>/N`, named like BOLT names the
+        // section's symbol (or as the next local of that name when the table has none). PLT
+        // sections get pseudo functions below instead.
+        for section in binary.code_sections() {
+            let (address, name) = (section.address, section.name);
+            if name.starts_with(".plt") || functions.iter().any(|f| f.address == address) {
+                continue;
+            }
+            let section_symbol = binary
+                .symbols()
+                .iter()
+                .find(|s| s.kind == SymbolKind::Section && s.section_index == Some(section.index))
+                .and_then(|s| s.bolt_name.clone());
+            let name = section_symbol.unwrap_or_else(|| {
+                let locals = binary
+                    .symbols()
+                    .iter()
+                    .filter(|s| s.is_local && s.name == name && s.bolt_name.is_some())
+                    .count();
+                format!("{name}/{}", locals + 1)
+            });
+            functions.push(BoltFunction {
+                names: vec![name],
+                address,
+                size: 0,
+                max_size: 0,
+                kind: FunctionKind::Regular,
+            });
+        }
+        // FDEs: sizes of zero-size symbols, and functions of code no symbol covers.
+        let mut fdes = binary.fde_ranges();
+        fdes.sort_unstable();
+        for f in functions.iter_mut().filter(|f| f.size == 0) {
+            let i = fdes.partition_point(|fde| fde.0 < f.address);
+            if let Some(&(address, size)) = fdes.get(i)
+                && address == f.address
+            {
+                f.size = size;
+            }
+        }
+        let mut known: Vec<(u64, u64)> = functions.iter().map(|f| (f.address, f.size)).collect();
+        known.sort_unstable();
+        for &(address, size) in &fdes {
+            let i = known.partition_point(|f| f.0 <= address);
+            let covered = i
+                .checked_sub(1)
+                .and_then(|j| known.get(j))
+                .is_some_and(|&(start, len)| address == start || address - start < len);
+            if !in_code(address) || covered {
+                continue;
+            }
+            functions.push(BoltFunction {
+                names: vec![format!("{FDE_FUNCTION_PREFIX}{address:x}")],
+                address,
+                size,
+                max_size: 0,
+                kind: FunctionKind::Regular,
+            });
+        }
+        add_plt_functions(binary, &mut functions);
+        functions.sort_by_key(|f| f.address);
+        set_max_sizes(binary, bitness, &mut functions);
+        let starts = functions.iter().map(|f| f.address).collect();
+        let ends = functions
+            .iter()
+            .map(|f| f.address.saturating_add(f.max_size))
+            .collect();
+        Ok(Self {
+            binary,
+            functions,
+            starts,
+            ends,
+            bitness,
+        })
+    }
+
+    /// The binary the functions were discovered in.
+    pub fn binary(&self) -> &'a Binary<'data> {
+        self.binary
+    }
+
+    /// Functions sorted by address.
+    pub fn functions(&self) -> &[BoltFunction] {
+        &self.functions
+    }
+
+    /// Index of the function whose `[address, address + max_size)` contains `address`.
+    pub fn function_containing(&self, address: u64) -> Option<usize> {
+        let i = self
+            .starts
+            .partition_point(|&a| a <= address)
+            .checked_sub(1)?;
+        (address < self.ends[i]).then_some(i)
+    }
+
+    /// Index of the function starting exactly at `address`.
+    pub fn function_at(&self, address: u64) -> Option<usize> {
+        self.starts.binary_search(&address).ok()
+    }
+
+    /// Whether BOLT processes the binary in relocation mode (its code relocations were kept,
+    /// see [`Binary::has_text_relocations`]); perf2bolt then runs in strict mode.
+    pub fn relocation_mode(&self) -> bool {
+        self.binary.has_text_relocations()
+    }
+
+    /// Whether the binary is loaded at its link-time addresses (`ET_EXEC`).
+    pub fn fixed_address(&self) -> bool {
+        self.binary.is_fixed_address()
+    }
+
+    /// Whether the binary was produced by BOLT with address translation tables
+    /// (`.note.bolt_bat`): profiles of such binaries must be translated through BAT.
+    pub fn has_bat(&self) -> bool {
+        self.binary.section_by_name(".note.bolt_bat").is_some()
+    }
+
+    /// The decoder bitness of the binary's code (64 for x86-64, 32 for i386).
+    pub fn bitness(&self) -> u32 {
+        self.bitness
+    }
+
+    /// Addresses outside function `index` that it references (see [`references_out_of`]),
+    /// decoding it; empty for PLT functions and functions that do not decode completely.
+    pub fn outgoing_references(&self, index: usize) -> Vec<u64> {
+        let Some(func) = self.functions.get(index) else {
+            return Vec::new();
+        };
+        let Some(bytes) = self.binary.code_bytes(func.address, func.size) else {
+            return Vec::new();
+        };
+        if func.kind != FunctionKind::Regular {
+            return Vec::new();
+        }
+        let mut decoder = Decoder::with_ip(self.bitness, bytes, func.address, DecoderOptions::NONE);
+        let mut out = Vec::new();
+        let mut ins = Instruction::default();
+        while decoder.can_decode() {
+            decoder.decode_out(&mut ins);
+            if ins.is_invalid() {
+                return Vec::new();
+            }
+            out.extend(instruction_reference(&ins).filter(|&a| !contains(func, a)));
+        }
+        out
+    }
+
+    /// BOLT's `processInterproceduralReferences`: the secondary entry points (sorted offsets,
+    /// per function, indexed like [`Self::functions`]) that `references` (addresses referenced
+    /// from outside the function they land in) make: an address inside a regular function,
+    /// past its start and within its size.
+    pub fn entry_points(&self, references: impl IntoIterator<Item = u64>) -> Vec<Vec<u64>> {
+        let mut entries: Vec<(usize, u64)> = references
+            .into_iter()
+            .filter_map(|addr| {
+                let i = self.starts.partition_point(|&s| s <= addr).checked_sub(1)?;
+                let f = &self.functions[i];
+                let offset = addr - f.address;
+                (f.kind == FunctionKind::Regular && offset != 0 && offset < f.size)
+                    .then_some((i, offset))
+            })
+            .collect();
+        entries.sort_unstable();
+        entries.dedup();
+        let mut out = vec![Vec::new(); self.functions.len()];
+        for (i, offset) in entries {
+            out[i].push(offset);
+        }
+        out
+    }
+}
+
+/// Whether `address` lies within `func`'s size.
+fn contains(func: &BoltFunction, address: u64) -> bool {
+    address >= func.address && address - func.address < func.size
+}
+
+/// The address an instruction refers to in BOLT's interprocedural analysis: a direct branch or
+/// call target, or a RIP-relative memory operand.
+pub fn instruction_reference(ins: &Instruction) -> Option<u64> {
+    if matches!(
+        ins.op0_kind(),
+        OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
+    ) {
+        Some(ins.near_branch_target())
+    } else if ins.is_ip_rel_memory_operand() {
+        Some(ins.ip_rel_memory_address())
+    } else {
+        None
+    }
+}
+
+/// The addresses outside `func` that its instructions (all of them, decoded from its start)
+/// refer to; empty when one is invalid (BOLT takes no references from a function it cannot
+/// disassemble).
+pub fn references_out_of<'i>(
+    func: &BoltFunction,
+    instructions: impl IntoIterator<Item = &'i Instruction>,
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    for ins in instructions {
+        if ins.is_invalid() {
+            return Vec::new();
+        }
+        out.extend(instruction_reference(ins).filter(|&a| !contains(func, a)));
+    }
+    out
+}
+
+/// Sizes: zero-size functions extend to the next function; max size reaches the next function
+/// or the end of the containing section, or stops at the size after bad padding.
+fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunction]) {
+    for i in 0..functions.len() {
+        let addr = functions[i].address;
+        let section_end = binary
+            .code_section_at(addr)
+            .map(|s| s.address.saturating_add(s.size))
+            .unwrap_or(addr.saturating_add(functions[i].size));
+        let next = functions
+            .get(i + 1)
+            .map(|f| f.address)
+            .unwrap_or(u64::MAX)
+            .min(section_end);
+        let max = next.saturating_sub(addr);
+        let f = &mut functions[i];
+        if f.size == 0 {
+            f.size = max;
+        }
+        f.size = f.size.min(section_end - addr);
+        f.max_size = max.max(f.size);
+        if f.kind == FunctionKind::Regular
+            && f.max_size > f.size
+            && !is_valid_padding(binary, bitness, f.address + f.size, f.address + f.max_size)
+        {
+            f.max_size = f.size;
+        }
+    }
+}
+
+/// Whether `[start, end)` holds only zero bytes, NOPs and `int3` (lld's fill): BOLT accepts
+/// nothing else between a function's end and the next object.
+fn is_valid_padding(binary: &Binary<'_>, bitness: u32, start: u64, end: u64) -> bool {
+    let Some(pad) = binary.code_bytes(start, end - start) else {
+        return true;
+    };
+    let mut at = 0usize;
+    while at < pad.len() {
+        if pad[at] == 0 {
+            at += 1;
+            continue;
+        }
+        let mut decoder =
+            Decoder::with_ip(bitness, &pad[at..], start + at as u64, DecoderOptions::NONE);
+        let insn = decoder.decode();
+        if insn.is_invalid() || !matches!(insn.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) {
+            return false;
+        }
+        at += insn.len();
+    }
+    true
+}
+
+/// PLT entries of a lazily bound `.plt` (16-byte header, 16-byte entries in `.rela.plt`
+/// order) become `name@PLT` pseudo functions, as BOLT names them.
+fn add_plt_functions(binary: &Binary<'_>, functions: &mut Vec<BoltFunction>) {
+    let (Some(plt), Some(rela)) = (
+        binary.section_by_name(".plt"),
+        binary.section_by_name(".rela.plt"),
+    ) else {
+        return;
+    };
+    let pseudo = |names: Vec<String>, address: u64| BoltFunction {
+        names,
+        address,
+        size: 16,
+        max_size: 16,
+        kind: FunctionKind::Plt,
+    };
+    // BOLT covers the PLT header with a pseudo function of its own.
+    functions.push(pseudo(vec!["__BOLT_PSEUDO_.plt".to_string()], plt.address));
+    let (entry_size, word) = if binary.is_64() { (24, 8) } else { (12, 4) };
+    for (i, entry) in rela.raw.chunks_exact(entry_size).enumerate() {
+        let info = &entry[word..2 * word];
+        let info = info.iter().enumerate().fold(0u64, |v, (k, &x)| {
+            if binary.is_little_endian() {
+                v | u64::from(x) << (8 * k)
+            } else {
+                (v << 8) | u64::from(x)
+            }
+        });
+        let sym_index = if binary.is_64() {
+            info >> 32
+        } else {
+            info >> 8
+        };
+        let Some(name) = binary.dynamic_symbol_name(sym_index as usize) else {
+            continue;
+        };
+        let Some(address) = (16 * i as u64 + 16).checked_add(plt.address) else {
+            break;
+        };
+        if address.saturating_add(16) > plt.address.saturating_add(plt.size) {
+            break;
+        }
+        functions.push(pseudo(vec![format!("{name}@PLT")], address));
+    }
+}
