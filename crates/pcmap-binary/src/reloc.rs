@@ -1,8 +1,15 @@
-//! Link-time relocations kept in a linked binary (`--emit-relocs`) and FDE ranges of
-//! `.eh_frame`: what BOLT's function discovery and operand symbolization read besides symbols.
+//! Relocations — the one reader of `SHT_REL`, `SHT_RELA` and `SHT_CREL` sections, used both for
+//! relocatable objects (`pcmap_bbmap`'s map sections) and for the link-time relocations a linked
+//! binary keeps with `--emit-relocs` (BOLT's function discovery and operand symbolization) — and
+//! the FDE ranges of `.eh_frame`.
+
+use object::read::elf::{Crel, FileHeader, Rel, SectionHeader};
+use object::{Endianness, SectionIndex, elf};
 
 use crate::Binary;
 use crate::elf::Machine;
+use crate::error::Result;
+use crate::symtab::{problem, tables};
 
 /// What a relocation computes, as far as symbolization needs to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,26 +22,25 @@ pub enum RelocationKind {
     Other,
 }
 
-/// One relocation against code (from a `SHT_RELA`/`SHT_REL` section of `.symtab` whose target
-/// is a code section: `SHT_PROGBITS` with `SHF_ALLOC | SHF_EXECINSTR`).
+/// One relocation that applies to a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Relocation {
-    /// `r_offset`: the address of the relocated bytes in a linked binary.
+    /// `r_offset`: offset of the relocated field in the target section (relocatable objects), or
+    /// its address (linked binaries).
     pub offset: u64,
-    /// The relocation type (`ELF*_R_TYPE`).
+    /// `r_sym`: index of the symbol in `.symtab` (0: no symbol).
+    pub symbol: u32,
+    /// `r_type`.
     pub r_type: u32,
-    /// Index into [`Binary::symbols`] (0: no symbol).
-    pub symbol: usize,
-    /// `r_addend` (0 for `SHT_REL`).
-    pub addend: i64,
-    /// The relocation's kind.
+    /// `r_addend` for RELA and RELA-style CREL; `None` for REL (the addend is in the field).
+    pub addend: Option<i64>,
+    /// Section of the symbol (`None` for undefined or special symbols, or a bad index).
+    pub symbol_section: Option<usize>,
+    /// What the relocation computes.
     pub kind: RelocationKind,
 }
 
 const SHT_PROGBITS: u32 = 1;
-const SHT_SYMTAB: u32 = 2;
-const SHT_RELA: u32 = 4;
-const SHT_REL: u32 = 9;
 
 fn kind(machine: Machine, r_type: u32) -> RelocationKind {
     match (machine, r_type) {
@@ -51,68 +57,32 @@ fn kind(machine: Machine, r_type: u32) -> RelocationKind {
 }
 
 impl<'data> Binary<'data> {
-    /// Relocations against code sections, in section order (empty when the binary kept none, or
-    /// its symbols come from `.dynsym`). Malformed trailing bytes of a relocation section are
-    /// ignored.
+    /// The relocations of every `SHT_REL`, `SHT_RELA` and `SHT_CREL` section whose `sh_info` is
+    /// `target` (a section index), in section order; `None` when no relocation section applies
+    /// to `target`.
+    pub fn relocations_for(&self, target: usize) -> Result<Option<Vec<Relocation>>> {
+        if self.is_64() {
+            relocations::<elf::FileHeader64<Endianness>>(self.data(), self.machine(), target)
+        } else {
+            relocations::<elf::FileHeader32<Endianness>>(self.data(), self.machine(), target)
+        }
+    }
+
+    /// Relocations against code sections (`SHT_PROGBITS` with `SHF_ALLOC | SHF_EXECINSTR`), in
+    /// section order: what a linked binary kept with `--emit-relocs`. Empty when it kept none, or
+    /// its symbols come from `.dynsym`; a malformed relocation section is skipped.
     pub fn code_relocations(&self) -> Vec<Relocation> {
-        let sections = self.sections();
-        let Some(symtab) = sections.iter().find(|s| s.sh_type == SHT_SYMTAB) else {
-            return Vec::new();
-        };
         if self.symbols_from_dynsym() {
             return Vec::new();
         }
-        let (word, le) = (if self.is_64() { 8 } else { 4 }, self.is_little_endian());
-        let read = |b: &[u8]| -> u64 {
-            b.iter().enumerate().fold(0u64, |v, (k, &x)| {
-                if le {
-                    v | u64::from(x) << (8 * k)
-                } else {
-                    (v << 8) | u64::from(x)
-                }
-            })
-        };
         let mut out = Vec::new();
-        for s in sections {
-            let rela = match s.sh_type {
-                SHT_RELA => true,
-                SHT_REL => false,
-                _ => continue,
-            };
-            let target = sections.get(s.info as usize);
-            if s.link as usize != symtab.index
-                || s.info == 0
-                || !target
-                    .is_some_and(|t| t.sh_type == SHT_PROGBITS && t.is_alloc() && t.is_executable())
+        for s in self.sections() {
+            if s.sh_type == SHT_PROGBITS
+                && s.is_alloc()
+                && s.is_executable()
+                && let Ok(Some(relocs)) = self.relocations_for(s.index)
             {
-                continue;
-            }
-            let entry = word * if rela { 3 } else { 2 };
-            for e in s.raw.chunks_exact(entry) {
-                let offset = read(&e[..word]);
-                let info = read(&e[word..2 * word]);
-                let (symbol, r_type) = if self.is_64() {
-                    (info >> 32, info & 0xffff_ffff)
-                } else {
-                    (info >> 8, info & 0xff)
-                };
-                let addend = if rela {
-                    let a = read(&e[2 * word..]);
-                    if self.is_64() {
-                        a as i64
-                    } else {
-                        i64::from(a as u32 as i32)
-                    }
-                } else {
-                    0
-                };
-                out.push(Relocation {
-                    offset,
-                    r_type: r_type as u32,
-                    symbol: symbol as usize,
-                    addend,
-                    kind: kind(self.machine(), r_type as u32),
-                });
+                out.extend(relocs);
             }
         }
         out
@@ -151,4 +121,80 @@ impl<'data> Binary<'data> {
         }
         out
     }
+}
+
+fn relocations<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+    machine: Machine,
+    target: usize,
+) -> Result<Option<Vec<Relocation>>> {
+    let (header, endian, sections) = tables::<Elf>(data)?;
+    let is_mips64el = header.is_mips64el(endian);
+    let symbols = sections
+        .symbols(endian, data, elf::SHT_SYMTAB)
+        .map_err(problem("symbol table (.symtab)".into(), 0))?;
+    let symbol_section = |sym: u32| -> Option<usize> {
+        let idx = object::SymbolIndex(sym as usize);
+        let s = symbols.symbol(idx).ok()?;
+        symbols
+            .symbol_section(endian, s, idx)
+            .ok()
+            .flatten()
+            .map(|i: SectionIndex| i.0)
+    };
+    let mut found = false;
+    let mut out = Vec::new();
+    for (index, sh) in sections.enumerate() {
+        let t = sh.sh_type(endian);
+        if t != elf::SHT_RELA && t != elf::SHT_REL && t != elf::SHT_CREL {
+            continue;
+        }
+        if sh.sh_info(endian) as usize != target {
+            continue;
+        }
+        found = true;
+        let offset: u64 = sh.sh_offset(endian).into();
+        let err = problem(
+            format!("relocation section {} for section {target}", index.0),
+            offset,
+        );
+        if let Some((rels, _)) = sh.rel(endian, data).map_err(&err)? {
+            for r in rels {
+                out.push(Relocation {
+                    offset: r.r_offset(endian).into(),
+                    symbol: r.r_sym(endian),
+                    r_type: r.r_type(endian).0,
+                    addend: None,
+                    symbol_section: symbol_section(r.r_sym(endian)),
+                    kind: kind(machine, r.r_type(endian).0),
+                });
+            }
+        } else if let Some((relas, _)) = sh.rela(endian, data).map_err(&err)? {
+            for r in relas {
+                let c = Crel::from_rela(r, endian, is_mips64el);
+                out.push(Relocation {
+                    offset: c.r_offset,
+                    symbol: c.r_sym,
+                    r_type: c.r_type.0,
+                    addend: Some(c.r_addend),
+                    symbol_section: symbol_section(c.r_sym),
+                    kind: kind(machine, c.r_type.0),
+                });
+            }
+        } else if let Some((crels, _)) = sh.crel(endian, data).map_err(&err)? {
+            let is_rela = crels.is_rela();
+            for c in crels {
+                let c = c.map_err(&err)?;
+                out.push(Relocation {
+                    offset: c.r_offset,
+                    symbol: c.r_sym,
+                    r_type: c.r_type.0,
+                    addend: is_rela.then_some(c.r_addend),
+                    symbol_section: symbol_section(c.r_sym),
+                    kind: kind(machine, c.r_type.0),
+                });
+            }
+        }
+    }
+    Ok(found.then_some(out))
 }

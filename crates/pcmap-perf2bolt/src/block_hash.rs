@@ -146,11 +146,11 @@ impl<'i, 'd> Context<'i, 'd> {
             data.push((s.address, s.size));
         }
         for r in binary.code_relocations() {
-            let Some(sym) = symbols.get(r.symbol).filter(|_| r.symbol != 0) else {
+            let Some(sym) = symbols.get(r.symbol as usize).filter(|_| r.symbol != 0) else {
                 continue;
             };
             let absolute = (r.kind == RelocationKind::Absolute)
-                .then(|| sym.address.wrapping_add(r.addend as u64));
+                .then(|| sym.address.wrapping_add(r.addend.unwrap_or(0) as u64));
             // GOT-relative relocations refer to the GOT slot, not to the symbol.
             let symbol = (sym.kind != SymbolKind::Section
                 && sym.section_index.is_some()
