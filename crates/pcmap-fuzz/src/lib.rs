@@ -31,11 +31,15 @@ pub type Target = fn(&[u8]);
 /// Every target: its name (as in `fuzz/Cargo.toml` and `fuzz/corpus/`) and its body.
 pub const TARGETS: &[(&str, Target)] = &[
     ("bat_decode", bat_decode),
+    ("bat_in_elf", bat_in_elf),
     ("bbmap_decode", bbmap_decode),
+    ("bbmap_in_elf", bbmap_in_elf),
     ("binary_open", binary_open),
     ("btf_inline_decode", btf_inline_decode),
     ("btf_parse", btf_parse),
+    ("events_perf_data", events_perf_data),
     ("inline_dwarf", inline_dwarf),
+    ("inline_dwarf_sections", inline_dwarf_sections),
     ("perf2bolt_image", perf2bolt_image),
     ("perf2bolt_preagg", perf2bolt_preagg),
     ("profile_fdata", profile_fdata),
@@ -375,6 +379,248 @@ pub fn trace_text(data: &[u8]) {
             if t.ids.len() <= 4096 {
                 let _ = Htr::build(t, &BuildOptions::default());
             }
+        }
+    }
+}
+
+/// A little-endian ELF64 file of type `e_type` (1 relocatable, 2 executable) whose sections are
+/// `sections` (name, `sh_type`, `sh_flags`, `sh_addr`, contents), for the structure-aware
+/// targets: random bytes alone rarely get past the ELF header, so these put the fuzzer's bytes
+/// where the parser under test reads them.
+pub fn elf_with_sections(e_type: u16, sections: &[(&str, u32, u64, u64, &[u8])]) -> Vec<u8> {
+    let mut names = vec![0u8];
+    let mut name_offsets = Vec::new();
+    for (name, ..) in sections {
+        name_offsets.push(names.len() as u32);
+        names.extend_from_slice(name.as_bytes());
+        names.push(0);
+    }
+    let shstrtab_name = names.len() as u32;
+    names.extend_from_slice(b".shstrtab\0");
+    let mut f = Vec::new();
+    f.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    f.extend_from_slice(&e_type.to_le_bytes());
+    f.extend_from_slice(&62u16.to_le_bytes()); // EM_X86_64
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&[0; 16]); // e_entry, e_phoff
+    let sh_off_at = f.len();
+    f.extend_from_slice(&[0; 8]); // e_shoff, patched below
+    f.extend_from_slice(&0u32.to_le_bytes());
+    let count = sections.len() as u16 + 2;
+    for v in [64u16, 0, 0, 64, count, count - 1] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    let mut placed = Vec::new();
+    for (.., contents) in sections {
+        placed.push((f.len() as u64, contents.len() as u64));
+        f.extend_from_slice(contents);
+    }
+    let names_at = f.len() as u64;
+    f.extend_from_slice(&names);
+    while f.len() % 8 != 0 {
+        f.push(0);
+    }
+    let sh_off = f.len() as u64;
+    f[sh_off_at..sh_off_at + 8].copy_from_slice(&sh_off.to_le_bytes());
+    let header =
+        |f: &mut Vec<u8>, name: u32, ty: u32, flags: u64, addr: u64, off: u64, size: u64| {
+            f.extend_from_slice(&name.to_le_bytes());
+            f.extend_from_slice(&ty.to_le_bytes());
+            f.extend_from_slice(&flags.to_le_bytes());
+            f.extend_from_slice(&addr.to_le_bytes());
+            f.extend_from_slice(&off.to_le_bytes());
+            f.extend_from_slice(&size.to_le_bytes());
+            f.extend_from_slice(&[0; 8]); // sh_link, sh_info
+            f.extend_from_slice(&1u64.to_le_bytes());
+            f.extend_from_slice(&0u64.to_le_bytes());
+        };
+    header(&mut f, 0, 0, 0, 0, 0, 0);
+    for (i, (_, ty, flags, addr, _)) in sections.iter().enumerate() {
+        let (off, size) = placed[i];
+        header(&mut f, name_offsets[i], *ty, *flags, *addr, off, size);
+    }
+    header(&mut f, shstrtab_name, 3, 0, 0, names_at, names.len() as u64);
+    f
+}
+
+/// Split `data` into `n` parts: the first `2 * (n - 1)` bytes are little-endian `u16` lengths of
+/// the first `n - 1` parts (clamped to what is left); the last part is the rest.
+pub fn split_parts(data: &[u8], n: usize) -> Vec<&[u8]> {
+    let header = 2 * (n - 1);
+    let mut rest = data.get(header..).unwrap_or(&[]);
+    let mut parts = Vec::with_capacity(n);
+    for i in 0..n - 1 {
+        let len = data
+            .get(2 * i..2 * i + 2)
+            .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+            .min(rest.len());
+        let (part, tail) = rest.split_at(len);
+        parts.push(part);
+        rest = tail;
+    }
+    parts.push(rest);
+    parts
+}
+
+/// DWARF sections (`.debug_abbrev`, `.debug_info`, `.debug_str`, `.debug_str_offsets`,
+/// `.debug_addr`, `.debug_line_str`, `.debug_loclists`, `.debug_rnglists`, `.debug_line`, from
+/// [`split_parts`]) in an otherwise valid ELF file: inline
+/// sites and parameter locations are extracted, counted, symbolized and encoded as BTF in every
+/// format. Nothing may panic.
+pub fn inline_dwarf_sections(data: &[u8]) {
+    let parts = split_parts(data, 9);
+    let names = [
+        ".debug_abbrev",
+        ".debug_info",
+        ".debug_str",
+        ".debug_str_offsets",
+        ".debug_addr",
+        ".debug_line_str",
+        ".debug_loclists",
+        ".debug_rnglists",
+        ".debug_line",
+    ];
+    let sections: Vec<(&str, u32, u64, u64, &[u8])> = names
+        .iter()
+        .zip(&parts)
+        .map(|(name, part)| (*name, 1, 0, 0, *part))
+        .collect();
+    let elf = elf_with_sections(1, &sections);
+    let Ok(binary) = pcmap_binary::Binary::parse(&elf) else {
+        return;
+    };
+    let Ok(debug) = pcmap_inline::DebugData::from_binary(&binary) else {
+        return;
+    };
+    if let Ok(info) = pcmap_inline::extract_sites(&debug) {
+        let _ = pcmap_inline::census::Census::new(&info);
+    }
+    if let Ok(set) = pcmap_inline::btf::site_set(&binary, &debug) {
+        let mut w = BtfWriter::new_base();
+        let int = w.add_int("int", 4, 1, 32).unwrap();
+        let proto = w.add_func_proto(int, &[(Some("x"), int)], false).unwrap();
+        w.add_func("f", proto, 0).unwrap();
+        let base_bytes = w.finish();
+        let base = Btf::parse(&base_bytes).unwrap();
+        for format in [
+            Format::Rfc,
+            Format::Btf2025,
+            Format::Btf2026,
+            Format::Compact,
+        ] {
+            let _ = pcmap_btf::encode(&set, &base, format);
+        }
+    }
+}
+
+/// A `.llvm_bb_addr_map` section (`SHT_LLVM_BB_ADDR_MAP`) of the fuzzer's bytes in an executable
+/// with a code section: read through the ELF layer, indexed and looked up.
+pub fn bbmap_in_elf(data: &[u8]) {
+    let code = [0x90u8; 64];
+    let elf = elf_with_sections(
+        2,
+        &[
+            (".text", 1, 6, 0x1000, &code),
+            (".llvm_bb_addr_map", 0x6fff_4c0a, 0, 0, data),
+        ],
+    );
+    let Ok(binary) = pcmap_binary::Binary::parse(&elf) else {
+        return;
+    };
+    for legacy in [false, true] {
+        if let Ok(maps) =
+            pcmap_bbmap::elf::read_binary(&binary, pcmap_bbmap::elf::ReadOptions { legacy })
+        {
+            for section in &maps.sections {
+                let index = BlockIndex::new(&section.functions);
+                for pc in [0x1000, 0x1010, 0x103f, u64::MAX] {
+                    let _ = index.lookup(pc);
+                    let _ = index.lookup_branch_source(pc);
+                }
+            }
+        }
+    }
+}
+
+/// A `.note.bolt_bat` section of the fuzzer's bytes in an executable with code: the path `pcmap
+/// bat` and perf2bolt's BAT mode take (section lookup, BOLT's functions, table, translation).
+pub fn bat_in_elf(data: &[u8]) {
+    let code = [0xc3u8; 256];
+    let elf = elf_with_sections(
+        2,
+        &[
+            (".text", 1, 6, 0x40_0000, &code),
+            (".note.bolt_bat", 7, 0, 0, data),
+        ],
+    );
+    let Ok(binary) = pcmap_binary::Binary::parse(&elf) else {
+        return;
+    };
+    let _ = BoltFunctions::discover(&binary);
+    let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) else {
+        return;
+    };
+    let Ok(bytes) = binary.section_data(section) else {
+        return;
+    };
+    if let Ok(table) = BatTable::parse(&bytes) {
+        for a in (0x40_0000..0x40_0100).step_by(7) {
+            let _ = table.translate(a, true);
+            let _ = table.translate(a, false);
+        }
+    }
+}
+
+/// perf.data bytes through the branch-event pipeline's perf.data producer (mmap tracking, pid
+/// filter, PIE and fixed-address translation, basic and branch modes) into a counting sink.
+pub fn events_perf_data(data: &[u8]) {
+    use pcmap_profile::events::{self, BinaryDesc, Event, PerfOptions, Segment};
+    struct Count(u64);
+    impl events::Sink for Count {
+        fn event(&mut self, event: &Event<'_>) {
+            self.0 = self.0.wrapping_add(match event {
+                Event::Sample(s) => s.count,
+                Event::Trace(t) => t.count,
+                Event::Name(_) => 1,
+            });
+        }
+    }
+    let Ok(file) = PerfFile::parse(data) else {
+        return;
+    };
+    let segments = vec![
+        Segment {
+            vaddr: 0,
+            offset: 0,
+            file_size: 0x1000,
+            mem_size: 0x1000,
+            align: 0x1000,
+            executable: false,
+        },
+        Segment {
+            vaddr: 0x401000,
+            offset: 0x1000,
+            file_size: 0x2000,
+            mem_size: 0x2000,
+            align: 0x1000,
+            executable: true,
+        },
+    ];
+    for fixed_address in [true, false] {
+        let desc = BinaryDesc {
+            build_id: None,
+            file_name: b"prog",
+            segments: segments.clone(),
+            fixed_address,
+        };
+        for (basic, pid) in [(false, None), (true, None), (false, Some(1))] {
+            let opts = PerfOptions {
+                basic,
+                pid,
+                ignore_build_id: true,
+                sample_ips: !basic,
+            };
+            let _ = events::read_perf_data(&file, &desc, &opts, &mut Count(0));
         }
     }
 }

@@ -1,0 +1,4 @@
+//! The `bbmap_in_elf` target (body and documentation in `crates/pcmap-fuzz`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| pcmap_fuzz::bbmap_in_elf(data));
