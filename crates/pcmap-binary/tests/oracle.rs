@@ -407,10 +407,9 @@ fn bolt_function_names(path: &Path) -> Vec<(String, BTreeSet<String>)> {
         .args(["-o", "/dev/null", "--print-cfg"])
         .output()
         .expect("run llvm-bolt");
-    assert!(
-        out.status.success(),
-        "llvm-bolt failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    pcmap_testkit::assert_success(
+        &format!("llvm-bolt {} -o /dev/null --print-cfg", path.display()),
+        &out,
     );
     let text = String::from_utf8_lossy(&out.stdout);
     let mut result: Vec<(String, BTreeSet<String>)> = Vec::new();

@@ -340,8 +340,21 @@ fn scan_site<'a>(
     file_ids: &mut FxHashMap<u64, u32>,
 ) -> Result<SiteRaw, Error> {
     let die = global(unit.unit, entry.offset());
+    let low_pc = match entry.attr_value(dw::DW_AT_low_pc) {
+        Some(v) => unit.attr_address(v).ok().flatten(),
+        None => None,
+    };
+    // gimli computes `low_pc + size` for a constant DW_AT_high_pc without checking for overflow
+    // (a panic in builds with overflow checks); a range that wraps around the address space is
+    // malformed, so such a site keeps its low_pc and gets no ranges.
+    let wraps = low_pc.is_some_and(|low| {
+        entry
+            .attr_value(dw::DW_AT_high_pc)
+            .and_then(|v| v.udata_value())
+            .is_some_and(|size| low.checked_add(size).is_none())
+    });
     let mut ranges = Vec::new();
-    if let Ok(mut iter) = unit.die_ranges(entry) {
+    if !wraps && let Ok(mut iter) = unit.die_ranges(entry) {
         while let Some(r) = iter
             .next()
             .map_err(Error::dwarf(die, "inline site ranges"))?
@@ -350,10 +363,6 @@ fn scan_site<'a>(
         }
     }
     let range_list = entry.has_attr(dw::DW_AT_ranges);
-    let low_pc = match entry.attr_value(dw::DW_AT_low_pc) {
-        Some(v) => unit.attr_address(v).ok().flatten(),
-        None => None,
-    };
     let entry_pc = match entry.attr_value(dw::DW_AT_entry_pc) {
         Some(v @ (AttributeValue::Addr(_) | AttributeValue::DebugAddrIndex(_))) => {
             unit.attr_address(v).ok().flatten()

@@ -358,7 +358,9 @@ impl Mapping {
     /// in the mapping.
     pub fn translate(&self, addr: u64) -> Loc {
         if addr >= self.start && addr - self.start < self.size {
-            Loc::inside(addr - self.base)
+            // perf2bolt subtracts in unsigned arithmetic; a hostile mapping can put the base
+            // above the start, and the result then wraps as it does there.
+            Loc::inside(addr.wrapping_sub(self.base))
         } else if addr < self.size {
             // Must not be taken for an address of the binary.
             Loc {

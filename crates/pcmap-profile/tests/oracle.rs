@@ -100,12 +100,7 @@ fn bolt_profile_stats(bin: &Path, data: &Path, dir: &Path) -> Vec<String> {
         .arg(dir.join("out.bolt"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "llvm-bolt -data {} failed: {}",
-        data.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    pcmap_testkit::assert_success(&format!("llvm-bolt -data {}", data.display()), &out);
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     text.lines()

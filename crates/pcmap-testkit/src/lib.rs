@@ -109,18 +109,29 @@ pub fn run(cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"))
 }
 
-/// Run a command that must succeed; returns its stdout as a string.
-pub fn run_ok(cmd: &mut Command) -> String {
-    let out = run(cmd);
+/// Panic unless `out` (of the command described by `what`) succeeded, with the command, its exit
+/// status, stdout and stderr in the message: an assertion on an external tool must say why.
+pub fn assert_success(what: &str, out: &Output) {
     if !out.status.success() {
         panic!(
-            "command failed ({}): {cmd:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            "command failed ({}): {what}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Run a command that must succeed; returns its whole output (see [`assert_success`]).
+pub fn run_success(cmd: &mut Command) -> Output {
+    let out = run(cmd);
+    assert_success(&format!("{cmd:?}"), &out);
+    out
+}
+
+/// Run a command that must succeed; returns its stdout as a string.
+pub fn run_ok(cmd: &mut Command) -> String {
+    String::from_utf8_lossy(&run_success(cmd).stdout).into_owned()
 }
 
 /// Compile `sources` (paths relative to `fixtures/src`, or absolute) with `compiler`

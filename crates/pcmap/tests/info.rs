@@ -133,7 +133,7 @@ fn info_reports_sections_pcmap_cares_about() {
     assert_eq!(v["has"]["bb_addr_map"], true);
     assert_eq!(v["has"]["debug_info"], true);
     let text = pcmap().arg("info").arg(&bbmap).output().unwrap();
-    assert!(text.status.success());
+    pcmap_testkit::assert_success(&format!("pcmap info {}", bbmap.display()), &text);
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(
         text.contains("basic-block address map (SHT_LLVM_BB_ADDR_MAP): yes"),
@@ -206,7 +206,7 @@ fn usage_errors_exit_2_and_help_explains() {
     let out = pcmap().args(["no-such-subcommand"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let help = pcmap().arg("--help").output().unwrap();
-    assert!(help.status.success());
+    pcmap_testkit::assert_success("pcmap --help", &help);
     let help = String::from_utf8(help.stdout).unwrap();
     assert!(
         help.contains("info") && help.contains("Describe an ELF binary"),

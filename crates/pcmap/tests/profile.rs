@@ -52,7 +52,7 @@ fn merge_fdata_matches_llvm_merge_fdata() {
             vec!["merge-fdata".as_ref(), "-o".as_ref(), out.as_os_str()];
         args.extend(inputs.iter().map(|p| p.as_os_str()));
         let o = pcmap(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        pcmap_testkit::assert_success(&format!("pcmap {args:?}"), &o);
         let ours = std::fs::read_to_string(&out).unwrap();
         // merge-fdata prints records in hash order: compare as multisets, headers first.
         assert_eq!(lines_multiset(&ours), lines_multiset(&theirs), "{inputs:?}");
@@ -72,7 +72,14 @@ fn merge_fdata_refuses_mixing_bolted_and_plain_profiles_like_llvm() {
     let plain = output_of(c, "perf2bolt --pa fdata");
     let bolted = output_of(c, "perf2bolt --pa BAT fdata");
     let theirs = run(Command::new(tool("merge-fdata")).arg(plain).arg(bolted));
-    assert!(!theirs.status.success());
+    assert!(
+        !theirs.status.success(),
+        "merge-fdata {} {} was expected to refuse mixing; it exited {} with\n{}",
+        plain.display(),
+        bolted.display(),
+        theirs.status,
+        String::from_utf8_lossy(&theirs.stdout)
+    );
     let dir = scratch_dir("profile-merge-mixed");
     let out = dir.join("never.fdata");
     let o = pcmap(&[
@@ -113,7 +120,7 @@ fn merge_yaml_matches_llvm_merge_fdata_layout_and_sums_every_entry() {
             vec!["merge-fdata".as_ref(), "-o".as_ref(), out.as_os_str()];
         args.extend(inputs.iter().map(|p| p.as_os_str()));
         let o = pcmap(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        pcmap_testkit::assert_success(&format!("pcmap {args:?}"), &o);
         let ours = std::fs::read_to_string(&out).unwrap();
         if ours == theirs {
             continue;
@@ -197,7 +204,7 @@ fn merge_yaml_matches_llvm_merge_fdata_layout_and_sums_every_entry() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("mismatch"));
         assert!(!out.exists());
     } else {
-        assert!(o.status.success());
+        pcmap_testkit::assert_success("pcmap merge-fdata (perf2bolt accepted the inputs)", &o);
     }
 }
 
@@ -227,7 +234,7 @@ fn merged_preaggregated_profile_gives_perf2bolt_the_same_fdata() {
         pa1.as_os_str(),
         pa2.as_os_str(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    pcmap_testkit::assert_success("pcmap merge-fdata --format preagg", &o);
     assert!(std::fs::metadata(&merged).unwrap().len() < std::fs::metadata(&concat).unwrap().len());
     let p2b = |input: &Path, out: &Path| {
         run_ok(
@@ -343,5 +350,11 @@ fn malformed_profiles_give_located_errors_where_perf2bolt_also_fails() {
         "{err}"
     );
     let theirs = run(Command::new(tool("merge-fdata")).arg(&f));
-    assert!(!theirs.status.success());
+    assert!(
+        !theirs.status.success(),
+        "merge-fdata {} was expected to refuse the file; it exited {} with\n{}",
+        f.display(),
+        theirs.status,
+        String::from_utf8_lossy(&theirs.stdout)
+    );
 }

@@ -249,8 +249,8 @@ fn generate(o: &Original, extra: &[&str]) -> (PathBuf, PathBuf, String) {
         .arg(&ld)
         .arg("--verbose")
         .args(extra));
+    pcmap_testkit::assert_success("pcmap propeller", &out);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "pcmap propeller failed:\n{stderr}");
     (cc, ld, stderr)
 }
 
@@ -264,9 +264,8 @@ fn rebuild(o: &Original, cc: &Path, ld: &Path, name: &str) -> PathBuf {
         .arg(pcmap_testkit::fixtures_dir().join("src").join(SRC))
         .arg("-o")
         .arg(&out);
-    let res = run(&mut cmd);
+    let res = pcmap_testkit::run_success(&mut cmd);
     let stderr = String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "rebuild failed: {stderr}");
     assert!(
         !stderr.contains("warning"),
         "clang/lld warned about the profiles:\n{stderr}"
@@ -460,8 +459,8 @@ fn stale_profiles_give_errors_or_warnings_with_counts() {
     )
     .unwrap();
     let out = go(&pa);
+    pcmap_testkit::assert_success("pcmap propeller", &out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("1 of 2 branch records (50.0%)"), "{stderr}");
     assert!(
         stderr.contains("2 of 3 fall-through ranges (66.7%)"),
@@ -508,11 +507,7 @@ fn cfg_and_hash_lines_are_accepted_by_clang() {
         .arg("--ld-profile")
         .arg(&ld)
         .args(["--emit-cfg", "--emit-hashes"]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    pcmap_testkit::assert_success("pcmap propeller --emit-cfg --emit-hashes", &out);
     let text = std::fs::read_to_string(&cc).unwrap();
     // Hashes against the oracle.
     let v: serde_json::Value = serde_json::from_str(&run_ok(

@@ -412,11 +412,7 @@ pub fn run_both_on_perf_data(
             .args(yaml_args("pcmap"))
             .args(extra),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    pcmap_testkit::assert_success("pcmap perf2bolt", &out);
     (
         std::fs::read_to_string(dir.join("p2b.fdata")).unwrap(),
         theirs,
