@@ -118,23 +118,27 @@ impl BlockProfile {
             (other, self)
         };
         for (k, v) in b.block_samples {
-            *a.block_samples.entry(k).or_default() += v;
+            add_count(a.block_samples.entry(k).or_default(), v);
         }
         for (k, v) in b.branch_edges {
             let e = a.branch_edges.entry(k).or_default();
-            e.0 += v.0;
-            e.1 += v.1;
+            e.0 = e.0.saturating_add(v.0);
+            e.1 = e.1.saturating_add(v.1);
         }
         for (k, v) in b.fallthrough_edges {
-            *a.fallthrough_edges.entry(k).or_default() += v;
+            add_count(a.fallthrough_edges.entry(k).or_default(), v);
         }
-        a.unmapped_samples += b.unmapped_samples;
-        a.unmapped_branches += b.unmapped_branches;
-        a.unmapped_fallthroughs += b.unmapped_fallthroughs;
-        a.invalid_fallthroughs += b.invalid_fallthroughs;
-        a.total_samples += b.total_samples;
-        a.total_branches += b.total_branches;
-        a.total_fallthroughs += b.total_fallthroughs;
+        a.unmapped_samples = a.unmapped_samples.saturating_add(b.unmapped_samples);
+        a.unmapped_branches = a.unmapped_branches.saturating_add(b.unmapped_branches);
+        a.unmapped_fallthroughs = a
+            .unmapped_fallthroughs
+            .saturating_add(b.unmapped_fallthroughs);
+        a.invalid_fallthroughs = a
+            .invalid_fallthroughs
+            .saturating_add(b.invalid_fallthroughs);
+        a.total_samples = a.total_samples.saturating_add(b.total_samples);
+        a.total_branches = a.total_branches.saturating_add(b.total_branches);
+        a.total_fallthroughs = a.total_fallthroughs.saturating_add(b.total_fallthroughs);
         a
     }
 
@@ -144,10 +148,12 @@ impl BlockProfile {
             .par_chunks(part_len(samples.len()))
             .fold(BlockProfile::default, |mut p, chunk| {
                 for s in chunk {
-                    p.total_samples += s.count;
+                    p.total_samples = p.total_samples.saturating_add(s.count);
                     match index.lookup(s.ip) {
-                        Some(pos) => *p.block_samples.entry(pos as u32).or_default() += s.count,
-                        None => p.unmapped_samples += s.count,
+                        Some(pos) => {
+                            add_count(p.block_samples.entry(pos as u32).or_default(), s.count)
+                        }
+                        None => p.unmapped_samples = p.unmapped_samples.saturating_add(s.count),
                     }
                 }
                 p
@@ -167,19 +173,19 @@ impl BlockProfile {
                 let mut pairs: FxHashMap<(u64, u64), (u64, u64)> = FxHashMap::default();
                 for b in chunk {
                     let e = pairs.entry((b.from, b.to)).or_default();
-                    e.0 += b.count;
-                    e.1 += b.mispredicts;
+                    e.0 = e.0.saturating_add(b.count);
+                    e.1 = e.1.saturating_add(b.mispredicts);
                 }
                 let mut p = BlockProfile::default();
                 for ((from, to), (count, mispredicts)) in pairs {
-                    p.total_branches += count;
+                    p.total_branches = p.total_branches.saturating_add(count);
                     match classify_branch(index, from, to) {
                         Some((f, t, kind)) => {
                             let e = p.branch_edges.entry(edge_key(f, t, kind)).or_default();
-                            e.0 += count;
-                            e.1 += mispredicts;
+                            e.0 = e.0.saturating_add(count);
+                            e.1 = e.1.saturating_add(mispredicts);
                         }
-                        None => p.unmapped_branches += count,
+                        None => p.unmapped_branches = p.unmapped_branches.saturating_add(count),
                     }
                 }
                 p
@@ -203,18 +209,24 @@ impl BlockProfile {
     }
 
     fn add_one_fallthrough(&mut self, index: &BlockIndex, f: &FallThrough) {
-        self.total_fallthroughs += f.count;
+        self.total_fallthroughs = self.total_fallthroughs.saturating_add(f.count);
         match attribute::classify_fall_through(index, f.start, f.end) {
             FallThroughClass::Valid { first, last, .. } => {
                 for p in first..last {
-                    *self
-                        .fallthrough_edges
-                        .entry((p as u32, p as u32 + 1))
-                        .or_default() += f.count;
+                    add_count(
+                        self.fallthrough_edges
+                            .entry((p as u32, p as u32 + 1))
+                            .or_default(),
+                        f.count,
+                    );
                 }
             }
-            FallThroughClass::Unmapped => self.unmapped_fallthroughs += f.count,
-            FallThroughClass::Invalid => self.invalid_fallthroughs += f.count,
+            FallThroughClass::Unmapped => {
+                self.unmapped_fallthroughs = self.unmapped_fallthroughs.saturating_add(f.count)
+            }
+            FallThroughClass::Invalid => {
+                self.invalid_fallthroughs = self.invalid_fallthroughs.saturating_add(f.count)
+            }
         }
     }
 }
@@ -308,8 +320,8 @@ impl Sink for ProfileSink<'_> {
             Event::Sample(s) => match s.at.binary_addr() {
                 Some(ip) => self.samples.push(Sample { ip, count: s.count }),
                 None => {
-                    p.unmapped_samples += s.count;
-                    p.total_samples += s.count;
+                    p.unmapped_samples = p.unmapped_samples.saturating_add(s.count);
+                    p.total_samples = p.total_samples.saturating_add(s.count);
                 }
             },
             Event::Trace(t) => {
@@ -324,8 +336,8 @@ impl Sink for ProfileSink<'_> {
                             mispredicts: t.mispreds,
                         }),
                         _ => {
-                            p.unmapped_branches += t.count;
-                            p.total_branches += t.count;
+                            p.unmapped_branches = p.unmapped_branches.saturating_add(t.count);
+                            p.total_branches = p.total_branches.saturating_add(t.count);
                         }
                     }
                 }
@@ -337,8 +349,9 @@ impl Sink for ProfileSink<'_> {
                             count: t.count,
                         }),
                         _ => {
-                            p.unmapped_fallthroughs += t.count;
-                            p.total_fallthroughs += t.count;
+                            p.unmapped_fallthroughs =
+                                p.unmapped_fallthroughs.saturating_add(t.count);
+                            p.total_fallthroughs = p.total_fallthroughs.saturating_add(t.count);
                         }
                     }
                 }
@@ -378,4 +391,10 @@ pub fn binary_desc<'a>(
             .collect(),
         fixed_address: bin.kind() == pcmap_binary::FileKind::Executable,
     }
+}
+
+/// Add `by` to a count, saturating: counts come from profiles (pre-aggregated counts may be as
+/// large as `u64::MAX`, as perf2bolt reads negative ones) and must never overflow.
+fn add_count(slot: &mut u64, by: u64) {
+    *slot = slot.saturating_add(by);
 }

@@ -148,13 +148,13 @@ impl Accumulator {
             (other, self)
         };
         for (k, v) in small.edges {
-            *big.edges.entry(k).or_default() += v;
+            add_count(big.edges.entry(k).or_default(), v);
         }
         for (k, v) in small.entries {
-            *big.entries.entry(k).or_default() += v;
+            add_count(big.entries.entry(k).or_default(), v);
         }
         for (k, v) in small.calls {
-            *big.calls.entry(k).or_default() += v;
+            add_count(big.calls.entry(k).or_default(), v);
         }
         big.stats.merge(&small.stats);
         big
@@ -354,12 +354,12 @@ impl CfgBuilder<'_> {
         match kind {
             AttrKind::Call => {
                 acc.stats.calls += 1;
-                *acc.calls.entry((src.func, dst.func)).or_default() += count;
+                add_count(acc.calls.entry((src.func, dst.func)).or_default(), count);
             }
             AttrKind::Return => acc.stats.returns += 1,
             AttrKind::Branch => {
                 acc.stats.intra_branches += 1;
-                *acc.edges.entry((fb, tb, false)).or_default() += count;
+                add_count(acc.edges.entry((fb, tb, false)).or_default(), count);
             }
             AttrKind::InterFunction => acc.stats.inter_function_jumps += 1,
         }
@@ -380,11 +380,11 @@ impl CfgBuilder<'_> {
         };
         acc.stats.fall_throughs_valid += 1;
         if enters_first {
-            *acc.entries.entry(sb).or_default() += count;
+            add_count(acc.entries.entry(sb).or_default(), count);
         }
         for g in sb + 1..=eb {
-            *acc.entries.entry(g).or_default() += count;
-            *acc.edges.entry((g - 1, g, true)).or_default() += count;
+            add_count(acc.entries.entry(g).or_default(), count);
+            add_count(acc.edges.entry((g - 1, g, true)).or_default(), count);
         }
     }
 
@@ -467,7 +467,7 @@ impl CfgBuilder<'_> {
         let mut called: FxHashMap<usize, u64> = FxHashMap::default();
         for ((caller, callee), c) in call_list {
             if let (Some(&a), Some(&b)) = (slot.get(&caller), slot.get(&callee)) {
-                *called.entry(b).or_default() += c;
+                add_count(called.entry(b).or_default(), c);
                 calls.push(CallEdge {
                     caller: a,
                     callee: b,
@@ -484,6 +484,12 @@ impl CfgBuilder<'_> {
         }
         ProgramCfg { functions, calls }
     }
+}
+
+/// Add `by` to a count, saturating: counts come from profiles (pre-aggregated counts may be as
+/// large as `u64::MAX`, as perf2bolt reads negative ones) and must never overflow.
+fn add_count(slot: &mut u64, by: u64) {
+    *slot = slot.saturating_add(by);
 }
 
 #[cfg(test)]

@@ -109,8 +109,8 @@ pub fn order_functions(
                 cluster_of[m] = into;
             }
             members[into].extend(moved);
-            cw[into] += cw[from];
-            cs[into] += cs[from];
+            cw[into] = cw[into].saturating_add(cw[from]);
+            cs[into] = cs[into].saturating_add(cs[from]);
             cw[from] = 0;
             cs[from] = 0;
         }
