@@ -58,6 +58,8 @@ pub struct Options {
     /// The answer is for the GNU layout (`--output-style=GNU`), whose single frame follows GNU
     /// addr2line.
     pub gnu: bool,
+    /// File names without their directories (`--basenames`).
+    pub basenames: bool,
 }
 
 /// One entry of the symbol table as llvm-symbolizer keeps it: function, object and untyped
@@ -273,15 +275,30 @@ impl<'d> Symbolizer<'d> {
     /// inline chain (as GNU addr2line does): the symbol table names it only when it is the
     /// out-of-line function itself, not when it was inlined.
     pub fn lookup(&self, address: u64, options: &Options) -> Result<Vec<Frame>, Error> {
-        if options.gnu && !options.inlines {
+        let mut frames = if options.gnu && !options.inlines {
             let mut frames = self.frames_with(address, true, options.names)?;
             frames.truncate(1);
             if let Some(f) = frames.first_mut() {
                 f.inlined = false;
             }
-            return Ok(frames);
+            frames
+        } else {
+            self.frames_with(address, options.inlines, options.names)?
+        };
+        if options.basenames {
+            let base = |p: &mut Option<String>| {
+                if let Some(p) = p
+                    && let Some(i) = p.rfind('/')
+                {
+                    p.replace_range(..=i, "");
+                }
+            };
+            for f in &mut frames {
+                base(&mut f.file);
+                base(&mut f.start_file);
+            }
         }
-        self.frames_with(address, options.inlines, options.names)
+        Ok(frames)
     }
 
     /// The DWARF frames of `address`, innermost first, appended to `frames`.

@@ -34,8 +34,8 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse_from(cmd::perf2bolt::normalize_llvm_options(
-        std::env::args_os().collect(),
+    let cli = Cli::parse_from(cmd::symbolize::normalize_llvm_options(
+        cmd::perf2bolt::normalize_llvm_options(std::env::args_os().collect()),
     ));
     let result = match cli.command {
         Command::Info(args) => cmd::info::run(args),

@@ -228,6 +228,16 @@ fn answers_equal_llvm_symbolizer() {
             &["--adjust-vma", "0x1000", "--output-style=JSON"],
             &["-C", "--relative-address"],
             &["--no-demangle", "--functions=short", "--output-style=JSON"],
+            &["--inlining=false", "-demangle=false", "--addresses"],
+            &["--basenames", "--output-style=JSON"],
+            &["-s", "--output-style=GNU"],
+            &[
+                "--inlining=true",
+                "-demangle=true",
+                "-f=linkage",
+                "--exe",
+                b,
+            ],
         ] {
             let mut args = vec![obj.as_str()];
             args.extend_from_slice(extra);

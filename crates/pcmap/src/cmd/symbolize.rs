@@ -23,6 +23,7 @@ use pcmap_inline::symbolize::{FunctionNameKind, Options, Symbolizer};
 
 /// Symbolize addresses like llvm-symbolizer: function, inline frames, file:line:column
 #[derive(clap::Args, Debug)]
+#[command(args_override_self = true)]
 pub struct Args {
     /// `BINARY ADDR...` (pcmap's form), or with --obj only addresses; none: read standard input
     inputs: Vec<String>,
@@ -70,6 +71,9 @@ pub struct Args {
     /// Subtract this from every address before the lookup (the printed address is unchanged)
     #[arg(long, value_name = "OFFSET")]
     adjust_vma: Option<String>,
+    /// File names without directories
+    #[arg(short = 's', long)]
+    basenames: bool,
     /// pcmap's own JSON schema (address + frames); see --output-style=JSON for llvm-symbolizer's
     #[arg(long)]
     json: bool,
@@ -152,6 +156,26 @@ impl Printer {
     }
 }
 
+/// llvm-symbolizer's boolean spellings clap cannot express (`--inlining=false`,
+/// `-demangle=true`), rewritten to their flags for `pcmap symbolize`.
+pub fn normalize_llvm_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.get(1).and_then(|a| a.to_str()) != Some("symbolize") {
+        return args;
+    }
+    args.into_iter()
+        .map(|a| {
+            let flag = match a.to_str() {
+                Some("--inlining=true") => "--inlines",
+                Some("--inlining=false") => "--no-inlines",
+                Some("-demangle=true") => "--demangle",
+                Some("-demangle=false") => "--no-demangle",
+                _ => return a,
+            };
+            flag.into()
+        })
+        .collect()
+}
+
 pub fn run(args: Args) -> Result<()> {
     let style = args.output_style.unwrap_or(Style::Llvm);
     let legacy = args.obj.is_none() && !args.inputs.is_empty();
@@ -183,6 +207,7 @@ pub fn run(args: Args) -> Result<()> {
             inlines,
             names,
             gnu: style == Style::Gnu,
+            basenames: args.basenames,
         },
         adjust_vma,
     };
