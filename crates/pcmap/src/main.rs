@@ -30,6 +30,7 @@ enum Command {
     Propeller(cmd::propeller::Args),
     Inline(cmd::inline::Args),
     Symbolize(cmd::symbolize::Args),
+    Explain(cmd::explain::Args),
     Trace(cmd::trace::Args),
 }
 
@@ -46,6 +47,7 @@ fn main() {
         Command::Propeller(args) => cmd::propeller::run(args),
         Command::Inline(args) => cmd::inline::run(args),
         Command::Symbolize(args) => cmd::symbolize::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
         Command::Trace(args) => cmd::trace::run(args),
     };
     if let Err(err) = result {
