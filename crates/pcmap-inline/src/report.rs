@@ -225,6 +225,30 @@ pub fn write_frames_text(w: &mut dyn Write, frames: &[Frame]) -> std::io::Result
     write_symbolized_text(w, None, frames, &TextStyle::default())
 }
 
+/// The answer to a symbol lookup in llvm-symbolizer's text layout `style`: each location as an
+/// outermost frame, then the end of the answer; nothing found prints the unknown frame.
+pub fn write_symbol_locations_text(
+    w: &mut dyn Write,
+    locations: &[Frame],
+    style: &TextStyle,
+) -> std::io::Result<()> {
+    if locations.is_empty() {
+        return write_symbolized_text(w, None, &[], style);
+    }
+    // Symbol locations come from llvm's single-frame lookup.
+    let style = &TextStyle {
+        inline_lookup: false,
+        ..*style
+    };
+    for l in locations {
+        write_frame(w, l, false, style)?;
+    }
+    if !style.gnu {
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
 /// llvm-symbolizer's text layouts (`--output-style=LLVM|GNU` and the options that shape them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TextStyle {
@@ -237,6 +261,12 @@ pub struct TextStyle {
     pub pretty: bool,
     /// Print function names (false for `--functions=none`).
     pub print_functions: bool,
+    /// `--verbose`: file, function start, line, column and discriminator on separate lines.
+    pub verbose: bool,
+    /// The frames come from llvm-symbolizer's inline lookup (`--inlines`, or any address in the
+    /// GNU layout): an unknown function start file is then printed empty, else as llvm's
+    /// `<invalid>`.
+    pub inline_lookup: bool,
 }
 
 impl Default for TextStyle {
@@ -246,6 +276,8 @@ impl Default for TextStyle {
             print_address: false,
             pretty: false,
             print_functions: true,
+            verbose: false,
+            inline_lookup: false,
         }
     }
 }
@@ -266,30 +298,59 @@ pub fn write_symbolized_text(
     let unknown = [Frame::default()];
     let frames = if frames.is_empty() { &unknown } else { frames };
     for (i, f) in frames.iter().enumerate() {
-        if style.print_functions {
-            if style.pretty && i > 0 {
-                write!(w, " (inlined by) ")?;
-            }
-            write!(
-                w,
-                "{}{}",
-                f.function.as_deref().unwrap_or("??"),
-                if style.pretty { " at " } else { "\n" }
-            )?;
-        }
-        let file = f.file.as_deref().unwrap_or("??");
-        if style.gnu {
-            write!(w, "{file}:{}", f.line)?;
-            if f.discriminator != 0 {
-                write!(w, " (discriminator {})", f.discriminator)?;
-            }
-            writeln!(w)?;
-        } else {
-            writeln!(w, "{file}:{}:{}", f.line, f.column)?;
-        }
+        write_frame(w, f, i > 0, style)?;
     }
     if !style.gnu {
         writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// One frame in llvm-symbolizer's text layout; `inlined` frames get ` (inlined by) ` when pretty.
+fn write_frame(
+    w: &mut dyn Write,
+    f: &Frame,
+    inlined: bool,
+    style: &TextStyle,
+) -> std::io::Result<()> {
+    if style.print_functions {
+        if style.pretty && inlined {
+            write!(w, " (inlined by) ")?;
+        }
+        write!(
+            w,
+            "{}{}",
+            f.function.as_deref().unwrap_or("??"),
+            if style.pretty { " at " } else { "\n" }
+        )?;
+    }
+    let file = f.file.as_deref().unwrap_or("??");
+    if style.verbose {
+        writeln!(w, "  Filename: {file}")?;
+        if f.start_line != 0 {
+            let unknown = if style.inline_lookup { "" } else { "<invalid>" };
+            let start = f.start_file.as_deref().unwrap_or(unknown);
+            writeln!(w, "  Function start filename: {start}")?;
+            writeln!(w, "  Function start line: {}", f.start_line)?;
+        }
+        if !style.gnu
+            && let Some(a) = f.start_address
+        {
+            writeln!(w, "  Function start address: {a:#x}")?;
+        }
+        writeln!(w, "  Line: {}", f.line)?;
+        writeln!(w, "  Column: {}", f.column)?;
+        if f.discriminator != 0 {
+            writeln!(w, "  Discriminator: {}", f.discriminator)?;
+        }
+    } else if style.gnu {
+        write!(w, "{file}:{}", f.line)?;
+        if f.discriminator != 0 {
+            write!(w, " (discriminator {})", f.discriminator)?;
+        }
+        writeln!(w)?;
+    } else {
+        writeln!(w, "{file}:{}:{}", f.line, f.column)?;
     }
     Ok(())
 }
@@ -341,9 +402,9 @@ pub struct LlvmJsonRecord<'a> {
     /// The address as `0x...`, absent when the input named no address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    /// Symbol lookups: their (empty) locations.
+    /// Symbol lookups: the location of every symbol of that name.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub loc: Option<[(); 0]>,
+    pub loc: Option<Vec<LlvmJsonFrame<'a>>>,
     /// The binary as it was named.
     pub module_name: &'a str,
     /// The input that was not an address.
@@ -379,11 +440,11 @@ impl<'a> LlvmJsonRecord<'a> {
         }
     }
 
-    /// The record of an input that names no address (`name`).
-    pub fn symbol_name(module: &'a str, name: &'a str) -> Self {
+    /// The record of a symbol lookup: `name` (as the input spelled it) and the locations found.
+    pub fn symbol_name(module: &'a str, name: &'a str, locations: &'a [Frame]) -> Self {
         LlvmJsonRecord {
             address: None,
-            loc: Some([]),
+            loc: Some(locations.iter().map(LlvmJsonFrame::from).collect()),
             module_name: module,
             sym_name: Some(name),
             symbol: None,
@@ -432,6 +493,16 @@ pub fn parse_input_line(line: &str, with_module: bool) -> InputLine<'_> {
         module,
         target: parse_llvm_number(token).ok_or(token),
     }
+}
+
+/// A symbol-lookup input split into the symbol and its offset (`name+0x10`; 0 without one).
+pub fn split_symbol_offset(s: &str) -> (&str, u64) {
+    if let Some((name, off)) = s.rsplit_once('+')
+        && let Some(off) = parse_llvm_number(off)
+    {
+        return (name, off);
+    }
+    (s, 0)
 }
 
 /// A number as llvm's `getAsInteger(0, ...)` reads it: `0x`/`0X` hexadecimal, `0b` binary, a

@@ -301,6 +301,32 @@ impl<'d> Symbolizer<'d> {
         Ok(frames)
     }
 
+    /// llvm-symbolizer's symbol lookup (`SYMBOL` or `SYMBOL+OFFSET` inputs): for every symbol of
+    /// that name, the single-frame location of its address (plus `offset` when the symbol is
+    /// larger than it), kept when it has a source file.
+    pub fn find_symbol(
+        &self,
+        name: &str,
+        offset: u64,
+        options: &Options,
+    ) -> Result<Vec<Frame>, Error> {
+        let single = Options {
+            inlines: false,
+            gnu: false,
+            ..*options
+        };
+        let mut found = Vec::new();
+        for sym in self.symbols.iter().filter(|s| s.name == name) {
+            let address = sym.address + if offset < sym.size { offset } else { 0 };
+            found.extend(
+                self.lookup(address, &single)?
+                    .into_iter()
+                    .filter(|f| f.file.is_some()),
+            );
+        }
+        Ok(found)
+    }
+
     /// The DWARF frames of `address`, innermost first, appended to `frames`.
     fn dwarf_frames(
         &self,

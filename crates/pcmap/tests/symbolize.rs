@@ -189,30 +189,35 @@ fn answers_equal_llvm_symbolizer() {
         }
 
         // Addresses on the command line: one JSON array, llvm's defaults (inline frames),
-        // the `-e` spelling, non-addresses answered as symbol names.
+        // the `-e` spelling, non-addresses looked up as symbol names (SYMBOL, SYMBOL+OFFSET).
         let mut args: Vec<&str> = vec!["-e", b, "--output-style=JSON"];
         args.extend(addrs.iter().step_by(7).map(String::as_str));
-        args.extend(["main", "012", "42"]);
+        args.extend([
+            "main",
+            "012",
+            "42",
+            "nosuch+4",
+            "mix64+4",
+            "_start",
+            "fold_many+0x1000",
+        ]);
         let (t, o) = (llvm(&args, None), pcmap(&args, None));
         let tv: Value = serde_json::from_str(&t.stdout()).expect("llvm JSON");
         let ov: Value = serde_json::from_str(&o.stdout())
             .unwrap_or_else(|e| panic!("pcmap JSON: {e}\n{}", o.describe()));
-        // llvm-symbolizer looks symbol names up; pcmap answers them as not found.
-        let strip = |v: &Value| -> Vec<Value> {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| r.get("SymName").is_none())
-                .cloned()
-                .collect()
-        };
-        assert_eq!(strip(&ov), strip(&tv), "{}\n{}", o.describe(), t.describe());
-        assert_eq!(
-            ov.as_array().unwrap().len(),
-            tv.as_array().unwrap().len(),
-            "{}",
-            o.describe()
-        );
+        assert_eq!(ov, tv, "{}\n{}", o.describe(), t.describe());
+        // The same inputs in the text layouts.
+        for style in ["--output-style=LLVM", "--output-style=GNU"] {
+            let mut a = args.clone();
+            a[2] = style;
+            let (t, o) = (llvm(&a, None), pcmap(&a, None));
+            assert!(
+                t.stdout() == o.stdout(),
+                "{name} {style}: output differs\n{}\n{}",
+                o.describe(),
+                t.describe()
+            );
+        }
 
         // The other spellings: -a, -p, --functions, --adjust-vma, -C, --relative-address.
         let head: Vec<&str> = addrs.iter().take(600).map(String::as_str).collect();
@@ -221,6 +226,10 @@ fn answers_equal_llvm_symbolizer() {
         for extra in [
             &["-a", "-p"][..],
             &["--print-address", "--output-style=GNU", "-i"],
+            &["--output-style=GNU"],
+            &["--verbose"],
+            &["--verbose", "--no-inlines", "-p"],
+            &["--verbose", "--output-style=GNU"],
             &["--functions=short"],
             &["--functions=none", "--pretty-print"],
             &["-f", "--no-inlines", "-a"],

@@ -3,7 +3,7 @@
 //!
 //! Two forms:
 //! * `pcmap symbolize --obj BINARY [ADDR...]` (llvm-symbolizer's): llvm-symbolizer's defaults
-//!   (inline frames unless `--output-style=GNU`), addresses read as llvm reads them (`0x` hex,
+//!   (inline frames, in every output style), addresses read as llvm reads them (`0x` hex,
 //!   leading `0` octal, else decimal); without addresses, one address per standard-input line.
 //!   Without `--obj` and without arguments, each input line is `BINARY ADDR`.
 //! * `pcmap symbolize BINARY ADDR...` (pcmap's original form): hexadecimal addresses with or
@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use pcmap_inline::DebugData;
 use pcmap_inline::report::{
     JsonAddress, LlvmJsonRecord, TextStyle, parse_input_line, parse_llvm_number,
-    write_symbolized_text,
+    split_symbol_offset, write_symbol_locations_text, write_symbolized_text,
 };
 use pcmap_inline::symbolize::{FunctionNameKind, Options, Symbolizer};
 
@@ -35,7 +35,7 @@ pub struct Args {
         value_name = "BINARY"
     )]
     obj: Option<String>,
-    /// Print every inline frame, innermost first (default with --obj, except for GNU style)
+    /// Print every inline frame, innermost first (the default with --obj or standard input)
     #[arg(
         short = 'i',
         long = "inlines",
@@ -71,6 +71,9 @@ pub struct Args {
     /// Subtract this from every address before the lookup (the printed address is unchanged)
     #[arg(long, value_name = "OFFSET")]
     adjust_vma: Option<String>,
+    /// One line per field: file, function start file/line/address, line, column, discriminator
+    #[arg(long)]
+    verbose: bool,
     /// File names without directories
     #[arg(short = 's', long)]
     basenames: bool,
@@ -141,8 +144,18 @@ impl Printer {
                 };
                 (Some(a), frames)
             }
-            Err(name) if self.style == Style::Json && !name.is_empty() => {
-                serde_json::to_writer(&mut *w, &LlvmJsonRecord::symbol_name(module, name))?;
+            Err(spec) if !spec.is_empty() => {
+                let (name, offset) = split_symbol_offset(spec);
+                let found = match symbolizer {
+                    Some(s) => s.find_symbol(name, offset, &self.options)?,
+                    None => Vec::new(),
+                };
+                if self.style == Style::Json {
+                    let record = LlvmJsonRecord::symbol_name(module, name, &found);
+                    serde_json::to_writer(&mut *w, &record)?;
+                } else {
+                    write_symbol_locations_text(w, &found, &self.text)?;
+                }
                 return Ok(());
             }
             Err(_) => (None, Vec::new()),
@@ -184,7 +197,7 @@ pub fn run(args: Args) -> Result<()> {
     } else if args.no_inlines {
         false
     } else {
-        !legacy && style != Style::Gnu
+        !legacy
     };
     let names = match args.functions.unwrap_or(Functions::Linkage) {
         Functions::None => FunctionNameKind::None,
@@ -202,6 +215,8 @@ pub fn run(args: Args) -> Result<()> {
             print_address: args.print_address,
             pretty: args.pretty_print,
             print_functions: names != FunctionNameKind::None,
+            verbose: args.verbose,
+            inline_lookup: inlines || style == Style::Gnu,
         },
         options: Options {
             inlines,
