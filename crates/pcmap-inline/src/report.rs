@@ -531,3 +531,38 @@ pub struct JsonAddress<'a> {
     /// Its frames, innermost first.
     pub frames: &'a [Frame],
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn input_lines_as_llvm_symbolizer_reads_them() {
+        let l = parse_input_line("0x10", false);
+        assert_eq!((l.module, l.target), (None, Ok(0x10)));
+        assert_eq!(parse_input_line("010", false).target, Ok(8));
+        assert_eq!(parse_input_line("10 0x20", false).target, Ok(10));
+        assert_eq!(parse_input_line("CODE 0x10", false).target, Ok(0x10));
+        assert_eq!(parse_input_line("main+4", false).target, Err("main+4"));
+        let l = parse_input_line("\"/a b/c\" 0x10", true);
+        assert_eq!((l.module, l.target), (Some("/a b/c"), Ok(0x10)));
+        let l = parse_input_line("/bin/x", true);
+        assert_eq!((l.module, l.target), (Some("/bin/x"), Err("")));
+        assert_eq!(split_symbol_offset("main+0x10"), ("main", 0x10));
+        assert_eq!(split_symbol_offset("main+x"), ("main+x", 0));
+        assert_eq!(parse_llvm_number("0x"), None);
+        assert_eq!(parse_llvm_number("0"), Some(0));
+        assert_eq!(parse_llvm_number("-1"), None);
+    }
+
+    proptest! {
+        #[test]
+        fn any_input_line_parses_without_panicking(line in "\\PC{0,40}", module: bool) {
+            let l = parse_input_line(&line, module);
+            if let Err(s) = l.target {
+                let _ = split_symbol_offset(s);
+            }
+        }
+    }
+}

@@ -91,12 +91,18 @@ pub(crate) fn symbol_table<'data>(
     const STB_LOCAL: u8 = 0;
     const SHF_ALLOC: u64 = 2;
     let entries = bin.symtab()?;
-    let alloc = |index: usize| {
+    let mut allocated = vec![
+        false;
         bin.sections()
             .iter()
-            .find(|s| s.index == index)
-            .is_some_and(|s| s.flags & SHF_ALLOC != 0)
-    };
+            .map(|s| s.index + 1)
+            .max()
+            .unwrap_or(0)
+    ];
+    for s in bin.sections() {
+        allocated[s.index] = s.flags & SHF_ALLOC != 0;
+    }
+    let alloc = |index: usize| allocated.get(index).copied().unwrap_or(false);
     let name = |n: Option<&'data [u8]>| n.and_then(|n| std::str::from_utf8(n).ok());
     let mut files: Vec<(usize, &'data str)> = Vec::new();
     let mut out: Vec<(TableSymbol<'data>, usize)> = Vec::new();
