@@ -5,6 +5,10 @@
 //! outermost frame takes its name from the ELF symbol that contains the address when there is one,
 //! so clones such as `foo.constprop.0` or `foo.cold` keep their symbol names.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use gimli::{AttributeValue, UnitRef};
 use serde::Serialize;
 
@@ -158,57 +162,6 @@ struct DieInfo {
     call_discriminator: u32,
 }
 
-fn die_info(unit: UnitRef<'_, Slice<'_>>, offset: gimli::UnitOffset) -> DieInfo {
-    let mut info = DieInfo::default();
-    let (mut file, mut line, mut name) = (None, None, None);
-    let mut next = Some(offset);
-    // Own attributes first, then DW_AT_specification / DW_AT_abstract_origin (bounded chain).
-    for depth in 0..16 {
-        let Some(off) = next.take() else { break };
-        let Ok(entry) = unit.entry(off) else { break };
-        for a in entry.attrs() {
-            match a.name() {
-                gimli::DW_AT_name if name.is_none() => {
-                    name = unit
-                        .attr_string(a.value())
-                        .ok()
-                        .map(|s| String::from_utf8_lossy(s.slice()).into_owned());
-                }
-                // llvm reads a file index only from an unsigned constant form; GCC's
-                // DW_FORM_implicit_const (gimli: Sdata) gives llvm no file.
-                gimli::DW_AT_decl_file if file.is_none() => {
-                    file = match a.raw_value() {
-                        AttributeValue::Sdata(_) => None,
-                        v => v.udata_value(),
-                    };
-                }
-                gimli::DW_AT_decl_line if line.is_none() => line = a.udata_value(),
-                gimli::DW_AT_low_pc if depth == 0 => {
-                    info.low_pc = unit.attr_address(a.value()).ok().flatten();
-                }
-                gimli::DW_AT_GNU_discriminator if depth == 0 => {
-                    info.call_discriminator = a
-                        .udata_value()
-                        .and_then(|v| u32::try_from(v).ok())
-                        .unwrap_or(0);
-                }
-                gimli::DW_AT_abstract_origin | gimli::DW_AT_specification if next.is_none() => {
-                    next = match a.value() {
-                        AttributeValue::UnitRef(o) => Some(o),
-                        AttributeValue::DebugInfoRef(o) => o.to_unit_offset(&unit.header),
-                        _ => None,
-                    };
-                }
-                _ => {}
-            }
-        }
-    }
-    info.name = name;
-    info.decl_file = file.and_then(|f| crate::extract::file_path(unit, f));
-    info.decl_line = line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
-    info
-}
-
 /// A line-table row worth remembering: line 0 (its column, which `addr2line` drops) or a non-zero
 /// discriminator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -224,6 +177,12 @@ pub struct Symbolizer<'d> {
     context: addr2line::Context<Slice<'d>>,
     symbols: &'d [TableSymbol<'d>],
     rows: Vec<RowNote>,
+    /// The sections again, for DIEs that refer to other units (`DW_FORM_ref_addr`).
+    dwarf: gimli::Dwarf<Slice<'d>>,
+    /// Every unit header with its `.debug_info` offset, sorted.
+    headers: Vec<(usize, gimli::UnitHeader<Slice<'d>>)>,
+    /// Units parsed for such references, by position in `headers`.
+    parsed: RefCell<HashMap<usize, Rc<gimli::Unit<Slice<'d>>>>>,
 }
 
 impl std::fmt::Debug for Symbolizer<'_> {
@@ -244,11 +203,120 @@ impl<'d> Symbolizer<'d> {
                 what: "symbolizer context",
                 source,
             })?;
+        let dwarf = data.dwarf();
+        let mut headers = Vec::new();
+        let mut units = dwarf.units();
+        while let Ok(Some(h)) = units.next() {
+            if let Some(o) = h.debug_info_offset() {
+                headers.push((o.0, h));
+            }
+        }
+        headers.sort_by_key(|h| h.0);
         Ok(Symbolizer {
             context,
             symbols: &data.symbol_table,
-            rows: row_notes(&data.dwarf()),
+            rows: row_notes(&dwarf),
+            dwarf,
+            headers,
+            parsed: RefCell::new(HashMap::new()),
         })
+    }
+
+    /// The unit holding `.debug_info` offset `offset`, parsed (once), and the offset in it.
+    fn unit_containing(
+        &self,
+        offset: gimli::DebugInfoOffset,
+    ) -> Option<(Rc<gimli::Unit<Slice<'d>>>, gimli::UnitOffset)> {
+        let i = self
+            .headers
+            .partition_point(|h| h.0 <= offset.0)
+            .checked_sub(1)?;
+        let header = &self.headers[i].1;
+        let unit_offset = offset.to_unit_offset(header)?;
+        let mut parsed = self.parsed.borrow_mut();
+        let unit = match parsed.get(&i) {
+            Some(u) => u.clone(),
+            None => {
+                let u = Rc::new(gimli::Unit::new(&self.dwarf, *header).ok()?);
+                parsed.insert(i, u.clone());
+                u
+            }
+        };
+        Some((unit, unit_offset))
+    }
+
+    /// What the DIE at `offset` of `unit` says, following `DW_AT_abstract_origin` and
+    /// `DW_AT_specification` (into other units too) for the name and the declaration, as llvm's
+    /// `findRecursively`; the declaration file is resolved in the unit of the DIE that has it.
+    fn die_info(&self, unit: UnitRef<'_, Slice<'d>>, offset: gimli::UnitOffset) -> DieInfo {
+        let mut info = DieInfo::default();
+        let (mut file, mut line, mut name) = (None, None, None);
+        let mut other: Option<Rc<gimli::Unit<Slice<'d>>>> = None;
+        let mut next = Some(offset);
+        // Own attributes first, then the origins (a bounded chain).
+        for depth in 0..16 {
+            let Some(off) = next.take() else { break };
+            let u = match &other {
+                Some(o) => UnitRef::new(&self.dwarf, o),
+                None => unit,
+            };
+            let Ok(entry) = u.entry(off) else { break };
+            let mut jump = None;
+            for a in entry.attrs() {
+                match a.name() {
+                    gimli::DW_AT_name if name.is_none() => {
+                        name = u
+                            .attr_string(a.value())
+                            .ok()
+                            .map(|s| String::from_utf8_lossy(s.slice()).into_owned());
+                    }
+                    // llvm reads a file index only from an unsigned constant form; GCC's
+                    // DW_FORM_implicit_const (gimli: Sdata) gives llvm no file.
+                    gimli::DW_AT_decl_file if file.is_none() => {
+                        file = Some(match a.raw_value() {
+                            AttributeValue::Sdata(_) => None,
+                            v => v
+                                .udata_value()
+                                .and_then(|f| crate::extract::file_path(u, f)),
+                        });
+                    }
+                    gimli::DW_AT_decl_line if line.is_none() => line = a.udata_value(),
+                    gimli::DW_AT_low_pc if depth == 0 => {
+                        info.low_pc = u.attr_address(a.value()).ok().flatten();
+                    }
+                    gimli::DW_AT_GNU_discriminator if depth == 0 => {
+                        info.call_discriminator = a
+                            .udata_value()
+                            .and_then(|v| u32::try_from(v).ok())
+                            .unwrap_or(0);
+                    }
+                    gimli::DW_AT_abstract_origin | gimli::DW_AT_specification
+                        if next.is_none() && jump.is_none() =>
+                    {
+                        match a.value() {
+                            AttributeValue::UnitRef(o) => next = Some(o),
+                            AttributeValue::DebugInfoRef(o) => match o.to_unit_offset(&u.header) {
+                                Some(o) => next = Some(o),
+                                None => jump = Some(o),
+                            },
+                            _ => {}
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(o) = jump {
+                let Some((unit, off)) = self.unit_containing(o) else {
+                    break;
+                };
+                other = Some(unit);
+                next = Some(off);
+            }
+        }
+        info.name = name;
+        info.decl_file = file.flatten();
+        info.decl_line = line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
+        info
     }
 
     fn row_note(&self, address: u64) -> Option<RowNote> {
@@ -345,7 +413,7 @@ impl<'d> Symbolizer<'d> {
         let mut call_discriminator = 0;
         while let Some(f) = iter.next()? {
             let die = match (unit, f.dw_die_offset) {
-                (Some(u), Some(o)) => die_info(u, o),
+                (Some(u), Some(o)) => self.die_info(u, o),
                 _ => DieInfo::default(),
             };
             let function = match names {

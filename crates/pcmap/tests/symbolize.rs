@@ -346,3 +346,58 @@ fn stdin_answers_line_by_line() {
         addrs.len()
     );
 }
+
+/// A large Rust binary (pcmap itself, unoptimized, with DWARF): generic code inlined across
+/// units (`DW_FORM_ref_addr` origins), thousands of units. Names compared as stored
+/// (`--no-demangle`: pcmap does not demangle).
+#[test]
+fn rust_binary_equals_llvm_symbolizer() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_pcmap"));
+    let b = bin.to_str().unwrap();
+    let sections = run_ok(Command::new(tool("llvm-readelf")).arg("-SW").arg(bin));
+    let (start, size) = sections
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let i = f.iter().position(|x| *x == ".text")?;
+            Some((
+                u64::from_str_radix(f.get(i + 2)?, 16).ok()?,
+                u64::from_str_radix(f.get(i + 4)?, 16).ok()?,
+            ))
+        })
+        .expect(".text in llvm-readelf -S");
+    // A fixed pseudo-random sample of .text (a linear congruential sequence).
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let addrs: Vec<String> = (0..1500)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            format!("{:#x}", start + (x >> 16) % size)
+        })
+        .collect();
+    let list = scratch_dir("symbolize-rust").join("addrs");
+    std::fs::write(&list, addrs.join("\n") + "\n").unwrap();
+    let obj = format!("--obj={b}");
+    for inline in ["--inlining", "--no-inlines"] {
+        let args = [obj.as_str(), inline, "--no-demangle", "--output-style=JSON"];
+        let (t, o) = (llvm(&args, Some(&list)), pcmap(&args, Some(&list)));
+        let (tj, oj) = (json_lines(&t), json_lines(&o));
+        assert_eq!(oj.len(), tj.len(), "{}\n{}", o.describe(), t.describe());
+        for ((x, y), a) in oj.iter().zip(&tj).zip(&addrs) {
+            assert_eq!(x, y, "{a}\n{}\n{}", o.describe(), t.describe());
+        }
+        let args = [obj.as_str(), inline, "--no-demangle"];
+        let (t, o) = (llvm(&args, Some(&list)), pcmap(&args, Some(&list)));
+        assert!(
+            t.stdout() == o.stdout(),
+            "text differs\n{}\n{}",
+            o.describe(),
+            t.describe()
+        );
+        eprintln!(
+            "pcmap (Rust) {inline}: {} addresses equal to llvm-symbolizer",
+            addrs.len()
+        );
+    }
+}
