@@ -157,13 +157,8 @@ pub fn run(args: Args) -> Result<()> {
         };
         let mut sites: Vec<JsonSite<'_>> = Vec::new();
         if let (Some(info), Some(debug)) = (&info, &debug) {
-            let mut around: Vec<_> = info
-                .sites
-                .iter()
-                .filter(|s| s.ranges.iter().any(|r| r.contains(&a)))
-                .collect();
-            around.sort_by_key(|s| std::cmp::Reverse(s.depth));
-            sites = around
+            sites = info
+                .sites_at(a)
                 .into_iter()
                 .map(|s| json_site(info, debug, s))
                 .collect();
