@@ -204,9 +204,27 @@ pub fn inline_dwarf(data: &[u8]) {
         }
     }
     if let Ok(sym) = pcmap_inline::symbolize::Symbolizer::new(&debug) {
+        use pcmap_inline::report::{TextStyle, write_symbolized_text};
+        use pcmap_inline::symbolize::{FunctionNameKind, Options};
+        let options = Options {
+            inlines: false,
+            names: FunctionNameKind::Short,
+            gnu: true,
+            basenames: true,
+        };
+        let style = TextStyle {
+            verbose: true,
+            ..TextStyle::default()
+        };
         for s in debug.symbols.iter().take(16) {
             let _ = sym.frames(s.address, true);
+            if let Ok(frames) = sym.lookup(s.address, &options) {
+                let _ =
+                    write_symbolized_text(&mut std::io::sink(), Some(s.address), &frames, &style);
+            }
+            let _ = sym.find_symbol(s.name, 4, &options);
         }
+        let _ = sym.frames(u64::MAX, true);
     }
 }
 

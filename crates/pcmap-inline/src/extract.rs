@@ -299,7 +299,7 @@ fn type_size(unit: UnitRef<'_, Slice<'_>>, mut off: gimli::UnitOffset) -> Option
     None
 }
 
-fn file_path(unit: UnitRef<'_, Slice<'_>>, index: u64) -> Option<String> {
+pub(crate) fn file_path(unit: UnitRef<'_, Slice<'_>>, index: u64) -> Option<String> {
     let program = unit.line_program.as_ref()?;
     let header = program.header();
     let file = header.file(index)?;

@@ -194,6 +194,18 @@ impl<'data> InlineInfo<'data> {
             .unwrap_or("<unknown>")
     }
 
+    /// The inline sites whose code ranges contain `address`, innermost (deepest) first: one per
+    /// inlined frame llvm-symbolizer prints for the address.
+    pub fn sites_at(&self, address: u64) -> Vec<&InlineSite> {
+        let mut around: Vec<&InlineSite> = self
+            .sites
+            .iter()
+            .filter(|s| s.ranges.iter().any(|r| r.contains(&address)))
+            .collect();
+        around.sort_by_key(|s| std::cmp::Reverse(s.depth));
+        around
+    }
+
     /// The file name of a call site.
     pub fn file_name(&self, id: Option<FileId>) -> &str {
         id.and_then(|i| self.files.get(i as usize))

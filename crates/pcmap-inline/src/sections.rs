@@ -32,6 +32,8 @@ pub struct DebugData<'data> {
     pub(crate) text_addr: u64,
     /// Function symbols sorted by address (then by name, for determinism).
     pub symbols: Vec<ElfSymbol<'data>>,
+    /// The symbol table as llvm-symbolizer sees it (the symbolizer's names).
+    pub(crate) symbol_table: Vec<crate::symbolize::TableSymbol<'data>>,
     /// Size of `.debug_info` in bytes (after decompression).
     pub debug_info_size: u64,
     /// Loadable segments as (virtual address, file offset, file size).
@@ -116,6 +118,7 @@ impl<'data> DebugData<'data> {
             debug_frame,
             text_addr,
             symbols,
+            symbol_table: crate::symbolize::symbol_table(bin)?,
             debug_info_size,
             segments: bin
                 .segments()

@@ -20,6 +20,7 @@
 //! Not covered yet: landing pads (C++ exceptions).
 
 pub mod aggregate;
+pub mod bat_origin;
 pub mod block_hash;
 #[rustfmt::skip]
 pub mod block_hash_table;

@@ -30,12 +30,13 @@ enum Command {
     Propeller(cmd::propeller::Args),
     Inline(cmd::inline::Args),
     Symbolize(cmd::symbolize::Args),
+    Explain(cmd::explain::Args),
     Trace(cmd::trace::Args),
 }
 
 fn main() {
-    let cli = Cli::parse_from(cmd::perf2bolt::normalize_llvm_options(
-        std::env::args_os().collect(),
+    let cli = Cli::parse_from(cmd::symbolize::normalize_llvm_options(
+        cmd::perf2bolt::normalize_llvm_options(std::env::args_os().collect()),
     ));
     let result = match cli.command {
         Command::Info(args) => cmd::info::run(args),
@@ -46,6 +47,7 @@ fn main() {
         Command::Propeller(args) => cmd::propeller::run(args),
         Command::Inline(args) => cmd::inline::run(args),
         Command::Symbolize(args) => cmd::symbolize::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
         Command::Trace(args) => cmd::trace::run(args),
     };
     if let Err(err) = result {

@@ -251,34 +251,15 @@ fn translate(path: &Path, specs: &[String]) -> Result<()> {
     let mut s = String::new();
     for (address, is_branch_src) in queries {
         use std::fmt::Write as _;
-        // As perf2bolt: the function containing the address; if BOLT rewrote it (a BAT
-        // fragment), translate and name the hot fragment (the input function); else the offset
-        // is already an input offset.
-        let Some(function) = functions
-            .function_containing(address)
-            .map(|i| &functions.functions()[i])
-        else {
-            let _ = writeln!(s, "No function symbol found for 0x{address:x}");
-            continue;
-        };
-        let (name_address, offset) =
-            match table.translate_in(function.address, address, is_branch_src) {
-                Some(t) => (t.function_address, t.input_offset),
-                None => (function.address, address - function.address),
-            };
-        // The symbol's own name where a function symbol starts there, else BOLT's name (for
-        // functions known from FDEs or section starts).
-        let name = bin
-            .function_at(name_address)
-            .filter(|f| f.address == name_address)
-            .map(|f| bin.function_name(f))
-            .or_else(|| {
-                functions
-                    .function_at(name_address)
-                    .map(|i| functions.functions()[i].name())
-            })
-            .unwrap_or("<unknown>");
-        let _ = writeln!(s, "0x{address:x} -> {name} + 0x{offset:x}");
+        match pcmap_perf2bolt::bat_origin::origin(&bin, &functions, &table, address, is_branch_src)
+        {
+            Some(o) => {
+                let _ = writeln!(s, "0x{address:x} -> {} + 0x{:x}", o.function, o.offset);
+            }
+            None => {
+                let _ = writeln!(s, "No function symbol found for 0x{address:x}");
+            }
+        }
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

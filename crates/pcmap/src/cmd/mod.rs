@@ -2,6 +2,7 @@
 
 pub mod bat;
 pub mod bbmap;
+pub mod explain;
 pub mod info;
 pub mod inline;
 pub mod inline_btf;
