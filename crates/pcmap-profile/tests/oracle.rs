@@ -264,10 +264,17 @@ fn mmap_table_maps_samples_to_the_binary_like_perf() {
     );
     let name = c.bin.file_name().unwrap().to_str().unwrap();
     let theirs = out.lines().filter(|l| l.contains(name)).count();
+    // perf attributes each sample with the mappings in force at the sample's time; records are
+    // written per CPU buffer, so a sample can come before the MMAP2 that maps it in file order.
+    // Observe every mapping first, then attribute (the fixture's process never execs again).
     let mut ours = 0;
     let mut table = MmapTable::default();
     f.for_each_record(|r| {
         table.observe(r);
+        true
+    })
+    .unwrap();
+    f.for_each_record(|r| {
         if let Record::Sample(s) = r
             && table
                 .find(s.pid.unwrap(), s.ip.unwrap())
