@@ -207,22 +207,24 @@ fn libfuzzer_matches_perf2bolt() {
     differential(&pie, "libfuzzer-pie", 52, 60000, Yaml::BlockHashesAside);
 }
 
-/// The BOLTed fixture (`--enable-bat`, split functions, landing pads split into the cold
+/// llvm-bolt's options for the BOLTed builds: BAT, split functions, landing pads split too.
+const SPLIT_EH: &[&str] = &[
+    "--enable-bat",
+    "-reorder-blocks=ext-tsp",
+    "-split-functions",
+    "-split-all-cold",
+    "-split-eh",
+];
+
+/// The BOLTed fixture, non-PIE and PIE (`--enable-bat`, split functions, landing pads split into the cold
 /// fragments with `-split-eh`): perf2bolt's BAT mode, with the input binary's function
 /// discovery and BOLT's skipping of functions whose landing pads lie in another fragment.
 #[test]
 fn bolted_exceptions_fixture_matches_perf2bolt() {
     let bin = tk::build("perf2bolt-eh", &["perf2bolt/eh.cpp"], NO_PIE);
-    let bolted = tk::bolt_with_instrumentation(
-        &bin,
-        &["40"],
-        &[
-            "--enable-bat",
-            "-reorder-blocks=ext-tsp",
-            "-split-functions",
-            "-split-all-cold",
-            "-split-eh",
-        ],
-    );
+    let bolted = tk::bolt_with_instrumentation(&bin, &["40"], SPLIT_EH);
     differential(&bolted, "eh-bat", 43, 3000, Yaml::Exact);
+    let pie = tk::build("perf2bolt-eh-pie", &["perf2bolt/eh.cpp"], PIE);
+    let bolted_pie = tk::bolt_with_instrumentation(&pie, &["40"], SPLIT_EH);
+    differential(&bolted_pie, "eh-bat-pie", 44, 3000, Yaml::Exact);
 }
