@@ -119,6 +119,8 @@ pub struct BoltFunctions<'a, 'data> {
     ends: Vec<u64>,
     /// Decoder bitness (64 for x86-64, 32 for i386).
     bitness: u32,
+    /// `(function start, LSDA address)` of the FDEs with an LSDA, sorted.
+    lsdas: Vec<(u64, u64)>,
 }
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
@@ -206,7 +208,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             });
         }
         // FDEs: sizes of zero-size symbols, and functions of code no symbol covers.
-        let mut fdes = binary.fde_ranges();
+        let all_fdes = binary.fdes();
+        let mut lsdas: Vec<(u64, u64)> = all_fdes
+            .iter()
+            .filter_map(|&(start, _, lsda)| Some((start, lsda?)))
+            .collect();
+        lsdas.sort_unstable();
+        let mut fdes: Vec<(u64, u64)> = all_fdes.into_iter().map(|(s, l, _)| (s, l)).collect();
         fdes.sort_unstable();
         for f in functions.iter_mut().filter(|f| f.size == 0) {
             let i = fdes.partition_point(|fde| fde.0 < f.address);
@@ -249,7 +257,17 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             starts,
             ends,
             bitness,
+            lsdas,
         })
+    }
+
+    /// The C++ exception table (LSDA) of function `index`: the one named by the FDE that starts
+    /// at the function's address, as BOLT associates them. `None` without one.
+    pub fn lsda(&self, index: usize) -> Option<Result<crate::Lsda>> {
+        let address = self.functions.get(index)?.address;
+        let i = self.lsdas.partition_point(|l| l.0 < address);
+        let &(start, lsda) = self.lsdas.get(i)?;
+        (start == address).then(|| self.binary.lsda(lsda, address))
     }
 
     /// The binary the functions were discovered in.

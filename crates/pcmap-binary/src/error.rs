@@ -60,6 +60,27 @@ pub enum Error {
         /// The virtual address.
         address: u64,
     },
+    /// A field of a C++ exception table (LSDA) could not be read.
+    #[error("LSDA at {lsda:#x}: {field}: {source}")]
+    Lsda {
+        /// Address of the LSDA.
+        lsda: u64,
+        /// The field being read.
+        field: &'static str,
+        /// Where and what (file offset of the field).
+        #[source]
+        source: pcmap_bytes::Error,
+    },
+    /// A pointer of an LSDA uses an encoding pcmap (like BOLT) does not read.
+    #[error("LSDA at {lsda:#x}: {field} has unsupported pointer encoding {encoding:#04x}")]
+    LsdaEncoding {
+        /// Address of the LSDA.
+        lsda: u64,
+        /// The field.
+        field: &'static str,
+        /// The `DW_EH_PE_*` encoding byte.
+        encoding: u8,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

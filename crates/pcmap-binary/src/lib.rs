@@ -38,6 +38,7 @@ pub mod bolt;
 mod elf;
 mod error;
 mod header;
+mod lsda;
 mod mapped;
 mod names;
 mod reloc;
@@ -49,6 +50,7 @@ pub mod x86;
 pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, Segment};
 pub use error::{Error, Result};
 pub use header::SectionHeaderTable;
+pub use lsda::{CallSite, Lsda};
 pub use mapped::MappedFile;
 pub use names::{section_flag_letters, section_type_name};
 pub use reloc::{Relocation, RelocationKind};
@@ -61,7 +63,8 @@ pub use symtab::{STT_FUNC, SymbolEntry};
 pub use x86::{BranchKind, Instruction, InstructionIter, StandalonePrefix};
 
 /// Exercise every parser of this crate on untrusted bytes (the fuzz target's body): parse,
-/// decompress every section, walk notes and functions, and decode every function. Errors are
+/// decompress every section, walk notes and functions, decode every function, and read every
+/// LSDA. Errors are
 /// expected and ignored; a panic is a bug.
 #[doc(hidden)]
 pub fn fuzz_walk(data: &[u8]) {
@@ -81,6 +84,10 @@ pub fn fuzz_walk(data: &[u8]) {
     }
     let _ = bin.vaddr_to_offset(bin.entry());
     let _ = bin.code_relocations();
+    // C++ exception tables: every LSDA an FDE names (each read is bounded by its section).
+    for (function, lsda) in bin.fde_lsdas().into_iter().take(10_000) {
+        let _ = bin.lsda(lsda, function);
+    }
     if let Ok(functions) = bolt::BoltFunctions::discover(&bin) {
         let refs = (0..functions.functions().len().min(64))
             .flat_map(|i| functions.outgoing_references(i))

@@ -91,6 +91,12 @@ impl<'data> Binary<'data> {
     /// `(start, length)` of every FDE with a non-zero length in `.eh_frame`, in section order;
     /// parsing stops at the first malformed entry.
     pub fn fde_ranges(&self) -> Vec<(u64, u64)> {
+        self.fdes().into_iter().map(|(s, l, _)| (s, l)).collect()
+    }
+
+    /// `(start, length, LSDA address)` of every FDE with a non-zero length in `.eh_frame`, in
+    /// section order; parsing stops at the first malformed entry. The one `.eh_frame` walk.
+    pub(crate) fn fdes(&self) -> Vec<(u64, u64, Option<u64>)> {
         use gimli::UnwindSection;
         let Some(section) = self.section_by_name(".eh_frame") else {
             return Vec::new();
@@ -116,7 +122,12 @@ impl<'data> Binary<'data> {
                 && let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset)
                 && fde.len() > 0
             {
-                out.push((fde.initial_address(), fde.len()));
+                let lsda = fde.lsda().and_then(|p| match p {
+                    gimli::Pointer::Direct(a) => Some(a),
+                    gimli::Pointer::Indirect(a) if self.is_64() => self.read_u64(a),
+                    gimli::Pointer::Indirect(a) => self.read_u32(a).map(u64::from),
+                });
+                out.push((fde.initial_address(), fde.len(), lsda));
             }
         }
         out

@@ -228,8 +228,8 @@ pub fn inline_dwarf(data: &[u8]) {
     }
 }
 
-/// Function discovery, CFG building, hashing and a trace walk of `pcmap-perf2bolt` on arbitrary
-/// ELF bytes.
+/// Function discovery, CFG building (C++ landing pads from each function's LSDA included),
+/// hashing and a trace walk of `pcmap-perf2bolt` on arbitrary ELF bytes.
 pub fn perf2bolt_image(data: &[u8]) {
     let Ok(binary) = pcmap_binary::Binary::parse(data) else {
         return;

@@ -620,7 +620,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             && (if is_return {
                 from != 0
             } else {
-                !cfg.blocks[from_bb].is_entry
+                !(cfg.blocks[from_bb].is_entry || cfg.blocks[from_bb].is_landing_pad)
             })
             && from_bb > 0
         {

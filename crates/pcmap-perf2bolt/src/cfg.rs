@@ -1,8 +1,20 @@
 //! Control-flow graphs built the way BOLT builds them from the input disassembly.
 //!
 //! Block leaders are the function entry, secondary entry points, every in-function target of a
-//! direct jump or conditional jump, jump-table targets and every instruction that follows a
-//! terminator (jump, conditional jump, return, indirect jump, `ud2`). Calls do not end blocks.
+//! direct jump or conditional jump, jump-table targets, landing pads (C++ exceptions, from the
+//! function's LSDA) and every instruction that follows a terminator (jump, conditional jump,
+//! return, indirect jump, `ud2`). Calls do not end blocks, neither calls with a landing pad
+//! (invokes) nor calls to functions that do not return: BOLT 22's `buildCFG` ends blocks at
+//! terminators only (`llvm-bolt --print-cfg` shows `callq __cxa_throw` or `callq exit` in the
+//! middle of a block, with the fall-through successor after it).
+//!
+//! Exceptions (BOLT's `parseLSDA`, then `recomputeLandingPads`): every landing pad of the
+//! call-site table that is an instruction of the function starts a block; every call (or
+//! unconditional tail call) in a call-site range with such a landing pad is an invoke, and its
+//! block lists the landing pad's block among its [`Block::landing_pads`] (the throw edges; they
+//! are not successors). A block some invoke throws to is a landing pad
+//! ([`Block::is_landing_pad`]). A landing pad outside the function (in another fragment, as
+//! with `-split-eh`) makes BOLT skip the function: no CFG; so does an LSDA that cannot be read.
 //! Successors: a conditional branch lists its taken target first, then the fall-through block; an
 //! unconditional jump its target; an indirect jump through a recognised jump table its distinct
 //! targets in address order; a block without terminator falls through to the next block.
@@ -105,6 +117,11 @@ pub struct Block {
     pub succs: Vec<u32>,
     /// Whether the block is an entry point.
     pub is_entry: bool,
+    /// Landing-pad blocks of the invokes in this block (the throw edges), in the order their
+    /// first invoke appears, without duplicates.
+    pub landing_pads: Vec<u32>,
+    /// Whether an invoke of the function throws to this block (BOLT's `isLandingPad`).
+    pub is_landing_pad: bool,
 }
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
@@ -412,6 +429,16 @@ pub fn build_from(
         };
     }
     leaders.extend(targets);
+    let Ok(eh) = exception_info(image, func, &insns) else {
+        return Cfg {
+            simple: false,
+            insns,
+            decoded,
+            offsets,
+            blocks: Vec::new(),
+        };
+    };
+    leaders.extend(eh.pads.iter().copied());
     for (k, i) in insns.iter().enumerate() {
         if !matches!(i.flow, Flow::Next | Flow::Call) {
             let next = u64::from(i.offset) + u64::from(i.len);
@@ -445,7 +472,20 @@ pub fn build_from(
             end_insn: insn_idx as u32,
             succs: Vec::new(),
             is_entry: lead == 0 || entries.contains(&lead),
+            landing_pads: Vec::new(),
+            is_landing_pad: false,
         });
+    }
+    // Throw edges (BOLT's `recomputeLandingPads`).
+    for &(k, pad) in &eh.invokes {
+        let bi = blocks.partition_point(|b| b.end_insn <= k);
+        let Ok(pb) = leaders.binary_search(&pad) else {
+            continue;
+        };
+        if bi < blocks.len() && !blocks[bi].landing_pads.contains(&(pb as u32)) {
+            blocks[bi].landing_pads.push(pb as u32);
+            blocks[pb].is_landing_pad = true;
+        }
     }
     // Every indirect jump classified once (see `IndirectJump`); outside relocation mode (no
     // strict mode) BOLT rejects the CFG of a function with an unanalyzable one ("failed to
@@ -545,6 +585,86 @@ pub fn build_from(
         offsets,
         blocks,
     }
+}
+
+/// What a function's LSDA adds to its CFG.
+#[derive(Debug, Default)]
+struct ExceptionInfo {
+    /// Landing-pad offsets that are instructions of the function (block leaders).
+    pads: Vec<u64>,
+    /// Invokes: (instruction index, landing-pad offset), in instruction order.
+    invokes: Vec<(u32, u64)>,
+}
+
+/// Why BOLT builds no CFG for a function because of its LSDA.
+#[derive(Debug)]
+enum NoCfg {
+    /// A landing pad outside the function (another fragment of it): BOLT skips the function.
+    ForeignLandingPad,
+    /// The LSDA cannot be read.
+    BadLsda,
+}
+
+/// The landing pads and invokes of `func` from its LSDA (BOLT's `parseLSDA` on the
+/// disassembled function, `insns` in address order).
+fn exception_info(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    insns: &[Insn],
+) -> Result<ExceptionInfo, NoCfg> {
+    let mut info = ExceptionInfo::default();
+    let Some(lsda) = image
+        .function_at(func.address)
+        .and_then(|index| image.lsda(index))
+    else {
+        return Ok(info);
+    };
+    let lsda = lsda.map_err(|_| NoCfg::BadLsda)?;
+    let index_at = |off: u64| {
+        insns
+            .binary_search_by_key(&off, |x| u64::from(x.offset))
+            .ok()
+    };
+    for site in &lsda.call_sites {
+        let mut pad = None;
+        if site.landing_pad != 0 {
+            let lp = site.landing_pad;
+            if lp < func.address || lp - func.address > func.size {
+                return Err(NoCfg::ForeignLandingPad);
+            }
+            // A landing pad that is no instruction is ignored (BOLT warns at -v=1).
+            let off = lp - func.address;
+            if index_at(off).is_some() {
+                info.pads.push(off);
+                pad = Some(off);
+            }
+        }
+        let (Some(pad), Some(first)) = (pad, index_at(site.start)) else {
+            continue;
+        };
+        let end = site.start.saturating_add(site.length);
+        let mut k = first;
+        loop {
+            let i = &insns[k];
+            // BOLT's `isCall` at this point: calls, and jumps already made tail calls during
+            // disassembly (direct ones leaving the function, indirect ones through a fixed
+            // memory location); conditional tail calls are left out.
+            let is_call = match i.flow {
+                Flow::Call => true,
+                Flow::Jump => i.tail_call,
+                Flow::IndirectJump => i.tail_call && i.fixed_memory_target,
+                _ => false,
+            };
+            if is_call {
+                info.invokes.push((k as u32, pad));
+            }
+            k += 1;
+            if k >= insns.len() || u64::from(insns[k].offset) >= end {
+                break;
+            }
+        }
+    }
+    Ok(info)
 }
 
 /// A jump table: where it is and how its entries encode targets.

@@ -17,7 +17,9 @@
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
 //! ([`aggregate::Aggregator::with_bat`]) for fdata and BAT YAML output.
 //!
-//! Not covered yet: landing pads (C++ exceptions).
+//! C++ exceptions: landing pads from each function's LSDA (`pcmap_binary::bolt::BoltFunctions::lsda`)
+//! start blocks, invokes list their landing pads (throw edges), and the call-continuation rule
+//! skips landing pads, as in BOLT 22 ([`cfg`]).
 
 pub mod aggregate;
 pub mod bat_origin;

@@ -1,5 +1,6 @@
 //! The CFGs built here against BOLT's own (`llvm-bolt --print-cfg --strict`): same simple
-//! functions, same block offsets, same successors in the same order.
+//! functions, same block offsets, same successors in the same order, and (C++ exceptions) the
+//! same landing pads of each block.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -16,6 +17,8 @@ const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
 struct BoltFunction {
     simple: bool,
     blocks: Vec<(u64, Vec<usize>)>,
+    /// Per block, its landing pads (the throw edges), when any block has one.
+    landing_pads: Vec<Vec<usize>>,
 }
 
 fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
@@ -33,6 +36,7 @@ fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
     let mut cur = BoltFunction::default();
     let mut labels: BTreeMap<String, u64> = BTreeMap::new();
     let mut pending: Vec<(String, Vec<String>)> = Vec::new();
+    let mut pads: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut cur_label: Option<String> = None;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("Binary Function \"") {
@@ -40,6 +44,7 @@ fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
             cur = BoltFunction::default();
             labels.clear();
             pending.clear();
+            pads.clear();
             cur_label = None;
         } else if let Some(v) = line.trim().strip_prefix("Address     : 0x") {
             addr = u64::from_str_radix(v, 16).unwrap();
@@ -61,6 +66,9 @@ fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
                 .map(|x| x.split_whitespace().next().unwrap().to_string())
                 .collect();
             pending.last_mut().unwrap().1 = succ;
+        } else if let Some(s) = line.trim().strip_prefix("Landing Pads: ") {
+            let label = pending.last().unwrap().0.clone();
+            pads.insert(label, s.split(", ").map(str::to_string).collect());
         } else if line.starts_with("End of Function") {
             let index: BTreeMap<&str, usize> = pending
                 .iter()
@@ -72,19 +80,31 @@ fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
                 cur.blocks
                     .push((n, succ.iter().map(|s| index[s.as_str()]).collect()));
             }
+            if !pads.is_empty() {
+                cur.landing_pads = pending
+                    .iter()
+                    .map(|(l, _)| {
+                        pads.get(l).map_or_else(Vec::new, |p| {
+                            p.iter().map(|x| index[x.as_str()]).collect()
+                        })
+                    })
+                    .collect();
+            }
             funcs.insert(addr, (name.clone(), std::mem::take(&mut cur)));
         }
     }
     funcs
 }
 
-fn compare(bin: &std::path::Path) {
+/// Compare every function BOLT prints; returns how many of them have landing pads.
+fn compare(bin: &std::path::Path) -> usize {
     let bolt = bolt_cfgs(bin);
     let data = std::fs::read(bin).unwrap();
     let binary = pcmap_binary::Binary::parse(&data).unwrap();
     let image = BoltFunctions::discover(&binary).unwrap();
     let agg = Aggregator::new(&image);
     let mut checked = 0;
+    let mut with_pads = 0;
     for (i, f) in image.functions().iter().enumerate() {
         let Some((bname, b)) = bolt.get(&f.address) else {
             continue;
@@ -99,6 +119,14 @@ fn compare(bin: &std::path::Path) {
                         let n = u64::from(bb.end_insn - bb.first_insn);
                         (n, bb.succs.iter().map(|&s| s as usize).collect())
                     })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            landing_pads: if c.simple && c.blocks.iter().any(|b| !b.landing_pads.is_empty()) {
+                c.blocks
+                    .iter()
+                    .map(|b| b.landing_pads.iter().map(|&p| p as usize).collect())
                     .collect()
             } else {
                 Vec::new()
@@ -121,9 +149,16 @@ fn compare(bin: &std::path::Path) {
             }
         }
         blocks.truncate(real);
+        let mut landing_pads = if b.simple {
+            b.landing_pads.clone()
+        } else {
+            Vec::new()
+        };
+        landing_pads.truncate(real);
         let theirs = BoltFunction {
             simple: b.simple,
             blocks,
+            landing_pads,
         };
         assert_eq!(
             ours,
@@ -138,25 +173,53 @@ fn compare(bin: &std::path::Path) {
             f.name()
         );
         checked += 1;
+        with_pads += usize::from(!theirs.landing_pads.is_empty());
     }
     assert!(checked >= 5, "only {checked} functions compared");
+    with_pads
 }
 
 #[test]
 fn cfg_matches_bolt_on_c_fixture() {
-    compare(&tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS));
+    let _ = compare(&tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS));
 }
 
 #[test]
 fn cfg_matches_bolt_on_asm_fixture() {
-    compare(&tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS));
+    let _ = compare(&tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS));
 }
 
 #[test]
 fn cfg_matches_bolt_on_pie_fixture() {
-    compare(&tk::build(
+    let _ = compare(&tk::build(
         "perf2bolt-p1pie",
         &["perf2bolt/p1.c"],
         &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs"],
     ));
+}
+
+#[test]
+fn cfg_matches_bolt_on_cpp_exceptions_fixture() {
+    for (name, flags) in [
+        (
+            "perf2bolt-eh",
+            &[
+                "-O2",
+                "-fno-pie",
+                "-no-pie",
+                "-Wl,--emit-relocs",
+                "-pthread",
+            ][..],
+        ),
+        (
+            "perf2bolt-eh-pie",
+            &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"][..],
+        ),
+    ] {
+        let with_pads = compare(&tk::build(name, &["perf2bolt/eh.cpp"], flags));
+        assert!(
+            with_pads >= 4,
+            "{name}: {with_pads} functions with landing pads"
+        );
+    }
 }
