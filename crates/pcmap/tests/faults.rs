@@ -153,6 +153,22 @@ fn is_root() -> bool {
     String::from_utf8_lossy(&out.stdout).trim() == "0"
 }
 
+/// Run `script` (which runs pcmap with an output named `merged.fdata` and then prints `exit=$?`)
+/// in a private mount namespace; pcmap must have exited with status 1 and an error naming the
+/// output and `cause`. Returns the script's stdout and a description for further assertions.
+fn refused_in_mount_namespace(script: &str, dir: &Path, cause: &str) -> (String, String) {
+    let out = in_mount_namespace(script, dir);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = describe(script, &out);
+    assert!(stdout.contains("exit=1\n"), "expected exit status 1\n{why}");
+    assert!(
+        stderr.contains(cause) && stderr.contains("merged.fdata"),
+        "the error must name the output and say {cause:?}\n{why}"
+    );
+    (stdout, why)
+}
+
 #[test]
 fn full_disk_gives_a_clear_error_and_no_partial_file() {
     let dir = scratch_dir("faults-full-disk");
@@ -166,15 +182,7 @@ fn full_disk_gives_a_clear_error_and_no_partial_file() {
         echo "--- files"; ls -A "$DIR/mnt"
         echo "--- content"; cat "$DIR/mnt/merged.fdata"
     "#;
-    let out = in_mount_namespace(script, &dir);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let why = describe(script, &out);
-    assert!(stdout.contains("exit=1\n"), "expected exit status 1\n{why}");
-    assert!(
-        stderr.contains("No space left on device") && stderr.contains("merged.fdata"),
-        "the error must say the disk is full and name the output\n{why}"
-    );
+    let (stdout, why) = refused_in_mount_namespace(script, &dir, "No space left on device");
     assert!(
         stdout.contains("--- files\nmerged.fdata\n--- content\nprevious content\n"),
         "only the previous file may remain, unchanged\n{why}"
@@ -191,15 +199,7 @@ fn read_only_directory_gives_a_clear_error() {
         echo "exit=$?"
         echo "--- files"; ls -A "$DIR/ro"
     "#;
-    let out = in_mount_namespace(script, &dir);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let why = describe(script, &out);
-    assert!(stdout.contains("exit=1\n"), "expected exit status 1\n{why}");
-    assert!(
-        stderr.contains("Read-only file system") && stderr.contains("merged.fdata"),
-        "the error must name the output and the cause\n{why}"
-    );
+    let (stdout, why) = refused_in_mount_namespace(script, &dir, "Read-only file system");
     assert!(
         stdout.ends_with("--- files\n"),
         "nothing may be created\n{why}"

@@ -4,6 +4,8 @@
 
 #[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
 mod support;
+use support::normalized_fdata as normalized;
+use support::pcmap_preagg as pcmap;
 
 use std::path::Path;
 use std::process::Command;
@@ -11,20 +13,6 @@ use std::process::Command;
 use pcmap_testkit as tk;
 
 const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
-
-fn pcmap(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    tk::run(
-        Command::new(env!("CARGO_BIN_EXE_pcmap"))
-            .arg("perf2bolt")
-            .arg(bin)
-            .arg("--pa")
-            .arg("-p")
-            .arg(profile)
-            .arg("-o")
-            .arg(out)
-            .args(extra),
-    )
-}
 
 fn differential(bin: &Path, tag: &str, seed: u64, basic: bool) {
     let dir = tk::scratch_dir(&format!("cli-perf2bolt-{tag}-{seed}"));
@@ -194,22 +182,6 @@ fn malformed_profiles_fail_without_output() {
         );
         assert!(!out_path.exists(), "partial output for {bad:?}");
     }
-}
-
-/// Compare fdata as a multiset of lines with the `no_lbr` event list sorted (hash order in perf2bolt).
-fn normalized(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s
-        .lines()
-        .map(|l| {
-            let mut w: Vec<&str> = l.split(' ').collect();
-            if w[0] == "no_lbr" {
-                w[1..].sort_unstable();
-            }
-            w.join(" ")
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 const PCMAP: &str = env!("CARGO_BIN_EXE_pcmap");

@@ -5,6 +5,7 @@
 
 #[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
 mod support;
+use support::pcmap_preagg as pcmap;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,20 +41,6 @@ fn many_bolted() -> PathBuf {
     flags.push("-lite=0");
     let binary = build("bat-many", &[src.to_str().unwrap()], CFLAGS);
     bolt_with_instrumentation(&binary, &["20000"], &flags)
-}
-
-fn pcmap(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    tk::run(
-        Command::new(env!("CARGO_BIN_EXE_pcmap"))
-            .arg("perf2bolt")
-            .arg(bin)
-            .arg("--pa")
-            .arg("-p")
-            .arg(profile)
-            .arg("-o")
-            .arg(out)
-            .args(extra),
-    )
 }
 
 /// Run both tools on `profile`; returns (perf2bolt fdata, pcmap fdata).

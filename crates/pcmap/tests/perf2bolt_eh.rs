@@ -10,9 +10,9 @@
 
 #[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
 mod support;
+use support::pcmap_preagg as pcmap;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use pcmap_testkit as tk;
 
@@ -24,20 +24,6 @@ const NO_PIE: &[&str] = &[
     "-pthread",
 ];
 const PIE: &[&str] = &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"];
-
-fn pcmap(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    tk::run(
-        Command::new(env!("CARGO_BIN_EXE_pcmap"))
-            .arg("perf2bolt")
-            .arg(bin)
-            .arg("--pa")
-            .arg("-p")
-            .arg(profile)
-            .arg("-o")
-            .arg(out)
-            .args(extra),
-    )
-}
 
 /// libFuzzer's sources from the `libfuzzer-sys` crate `fuzz/Cargo.lock` pins (in cargo's
 /// registry once `cargo fetch --manifest-path fuzz/Cargo.toml` ran), without the files for

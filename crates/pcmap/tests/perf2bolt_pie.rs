@@ -7,6 +7,7 @@
 
 #[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
 mod support;
+use support::normalized_fdata as normalized;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,22 +31,6 @@ const SHARED: &[&str] = &[
     "-Wl,--build-id",
     "-Wl,-soname,libhot.so",
 ];
-
-/// Compare fdata as a multiset of lines with the `no_lbr` event list sorted (hash order in perf2bolt).
-fn normalized(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s
-        .lines()
-        .map(|l| {
-            let mut w: Vec<&str> = l.split(' ').collect();
-            if w[0] == "no_lbr" {
-                w[1..].sort_unstable();
-            }
-            w.join(" ")
-        })
-        .collect();
-    v.sort();
-    v
-}
 
 /// The statistics lines both tools print.
 fn stats(s: &str) -> Vec<String> {

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use pcmap_testkit as tk;
 
@@ -256,6 +256,42 @@ pub fn perf2bolt(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> (Str
             .args(extra),
     );
     (std::fs::read_to_string(out).unwrap_or_default(), stdout)
+}
+
+/// `pcmap perf2bolt BIN --pa -p PROFILE -o OUT EXTRA...`, whatever its exit status (only the
+/// `pcmap` crate's tests have the CLI to run).
+pub fn pcmap_preagg(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> Output {
+    let Some(exe) = option_env!("CARGO_BIN_EXE_pcmap") else {
+        panic!("only the pcmap crate's tests run the CLI");
+    };
+    tk::run(
+        Command::new(exe)
+            .arg("perf2bolt")
+            .arg(bin)
+            .arg("--pa")
+            .arg("-p")
+            .arg(profile)
+            .arg("-o")
+            .arg(out)
+            .args(extra),
+    )
+}
+
+/// An fdata file as a sorted multiset of lines with the `no_lbr` event list sorted (perf2bolt
+/// writes both in hash order).
+pub fn normalized_fdata(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .lines()
+        .map(|l| {
+            let mut w: Vec<&str> = l.split(' ').collect();
+            if w[0] == "no_lbr" {
+                w[1..].sort_unstable();
+            }
+            w.join(" ")
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// Lines of an fdata file as a sorted multiset (for outputs whose order is hash order).
