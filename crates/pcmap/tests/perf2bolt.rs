@@ -23,11 +23,7 @@ fn differential(bin: &Path, tag: &str, seed: u64, basic: bool) {
     let (expected, p2b_stdout) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), extra);
     let ours_path = dir.join("pcmap.fdata");
     let out = pcmap(bin, &prof, &ours_path, extra);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tk::assert_success("pcmap perf2bolt", &out);
     let ours = std::fs::read_to_string(&ours_path).unwrap();
     if basic {
         // The `no_lbr` header lists events in LLVM StringSet order: equal byte for byte.
@@ -37,28 +33,8 @@ fn differential(bin: &Path, tag: &str, seed: u64, basic: bool) {
             "{tag} seed {seed}: header"
         );
         // Records are in hash order in perf2bolt's output.
-        let mut e: Vec<String> = expected
-            .lines()
-            .map(|l| {
-                let mut w: Vec<&str> = l.split(' ').collect();
-                if w[0] == "no_lbr" {
-                    w[1..].sort_unstable();
-                }
-                w.join(" ")
-            })
-            .collect();
-        let mut o: Vec<String> = ours
-            .lines()
-            .map(|l| {
-                let mut w: Vec<&str> = l.split(' ').collect();
-                if w[0] == "no_lbr" {
-                    w[1..].sort_unstable();
-                }
-                w.join(" ")
-            })
-            .collect();
-        e.sort();
-        o.sort();
+        let e = normalized(&expected);
+        let o = normalized(&ours);
         assert_eq!(
             o,
             e,
@@ -136,7 +112,7 @@ fn handwritten_records_match_perf2bolt() {
     std::fs::write(&prof, lines.join("\n") + "\n").unwrap();
     let (expected, p2b_stdout) = support::perf2bolt(&bin, &prof, &dir.join("p2b.fdata"), &[]);
     let out = pcmap(&bin, &prof, &dir.join("pcmap.fdata"), &[]);
-    assert!(out.status.success());
+    tk::assert_success("pcmap perf2bolt", &out);
     assert_eq!(
         std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
         expected
@@ -243,18 +219,10 @@ fn perf_data_branch_stacks_match_perf2bolt() {
         "fdata differs; perf.data at {}",
         data.display()
     );
-    let stat = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| {
-                l.starts_with("PERF2BOLT: read ")
-                    || l.starts_with("PERF2BOLT: traces mismatching")
-                    || l.starts_with("PERF2BOLT: out of range")
-                    || l.starts_with("PERF2BOLT: ignored samples")
-            })
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(stat(&stdout), stat(&p2b));
+    assert_eq!(
+        support::perf_data_stat_lines(&stdout),
+        support::perf_data_stat_lines(&p2b)
+    );
 }
 
 /// YAML output against perf2bolt's: equal line for line, function and block hashes included.
@@ -276,22 +244,14 @@ fn yaml_differential(bin: &Path, tag: &str, seed: u64) {
         &dir.join("pcmap.yaml"),
         &["--profile-format", "yaml"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tk::assert_success("pcmap perf2bolt", &out);
     let out = pcmap(
         bin,
         &prof,
         &dir.join("pcmap.fdata"),
         &["-w", dir.join("pcmap-w.yaml").to_str().unwrap()],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tk::assert_success("pcmap perf2bolt", &out);
     let theirs = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
     let ours = std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap();
     assert_eq!(

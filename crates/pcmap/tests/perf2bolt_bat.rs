@@ -50,11 +50,7 @@ fn run_both(bin: &Path, dir: &Path, profile: &str, extra: &[&str]) -> (String, S
     let (expected, p2b_stdout) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), extra);
     let ours_path = dir.join("pcmap.fdata");
     let out = pcmap(bin, &prof, &ours_path, extra);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tk::assert_success("pcmap perf2bolt", &out);
     let ours = std::fs::read_to_string(&ours_path).unwrap();
     let ours_stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -172,18 +168,14 @@ fn bat_yaml_matches_perf2bolt() {
             &dir.join("pcmap.fdata"),
             &["-w", dir.join("pcmap.yaml").to_str().unwrap()],
         );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        tk::assert_success("pcmap perf2bolt", &out);
         let out = pcmap(
             &bin,
             &prof,
             &dir.join("pcmap2.yaml"),
             &["--profile-format", "yaml"],
         );
-        assert!(out.status.success());
+        tk::assert_success("pcmap perf2bolt", &out);
         let theirs = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
         let ours = std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap();
         assert_eq!(
@@ -337,7 +329,7 @@ fn bat_basic_samples_yaml_has_no_functions() {
         &dir.join("pcmap.fdata"),
         &["--ba", "-w", dir.join("pcmap.yaml").to_str().unwrap()],
     );
-    assert!(out.status.success());
+    tk::assert_success("pcmap perf2bolt", &out);
     let theirs = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
     assert!(theirs.contains("functions:       []"), "{theirs}");
     assert_eq!(

@@ -8,6 +8,7 @@
 #[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
 mod support;
 use support::normalized_fdata as normalized;
+use support::perf_data_stat_lines as stats;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,19 +32,6 @@ const SHARED: &[&str] = &[
     "-Wl,--build-id",
     "-Wl,-soname,libhot.so",
 ];
-
-/// The statistics lines both tools print.
-fn stats(s: &str) -> Vec<String> {
-    s.lines()
-        .filter(|l| {
-            l.starts_with("PERF2BOLT: read ")
-                || l.starts_with("PERF2BOLT: out of range")
-                || l.starts_with("PERF2BOLT: traces mismatching")
-                || l.starts_with("PERF2BOLT: ignored samples")
-        })
-        .map(str::to_string)
-        .collect()
-}
 
 /// The PIE program in `dir` (copied, so perf's mmap events name it there).
 fn pie_program(dir: &Path) -> PathBuf {

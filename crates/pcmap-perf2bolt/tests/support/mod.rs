@@ -243,6 +243,21 @@ pub fn stat_lines(stdout: &str) -> Vec<String> {
         .collect()
 }
 
+/// The statistics lines both tools print when reading perf.data (`read`, `ignored samples`,
+/// `traces mismatching`, `out of range`).
+pub fn perf_data_stat_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with("PERF2BOLT: read ")
+                || l.starts_with("PERF2BOLT: out of range")
+                || l.starts_with("PERF2BOLT: traces mismatching")
+                || l.starts_with("PERF2BOLT: ignored samples")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// Run perf2bolt 22 on a pre-aggregated profile; returns (fdata, stdout).
 pub fn perf2bolt(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> (String, String) {
     let stdout = tk::run_ok(
