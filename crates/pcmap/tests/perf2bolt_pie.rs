@@ -126,21 +126,9 @@ struct Process {
 /// other library, some mispredicted.
 fn branch_stacks(bin: &Path, procs: &[Process], seed: u64) -> Vec<u8> {
     let phdrs = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-lW").arg(bin));
-    let funcs = support::disassemble(bin);
-    let insns: Vec<&support::Insn> = funcs.iter().flat_map(|f| f.insns.iter()).collect();
-    let branches: Vec<&support::Insn> = insns
-        .iter()
-        .copied()
-        .filter(|i| i.target.is_some())
-        .collect();
-    let next_cf = |addr: u64| {
-        insns
-            .iter()
-            .find(|i| {
-                i.addr >= addr && (i.mnemonic.starts_with('j') || i.mnemonic.starts_with("ret"))
-            })
-            .map(|i| (*i).clone())
-    };
+    let code = support::Code::of(bin);
+    let branches = code.branches();
+    let next_cf = |addr: u64| code.next_control_flow(addr);
     let mut w = writer::Writer::new(writer::Options::default());
     let name = bin.to_str().unwrap().as_bytes();
     let other = b"/usr/lib/x86_64-linux-gnu/libother.so".as_slice();

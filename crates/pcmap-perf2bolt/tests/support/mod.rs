@@ -292,6 +292,36 @@ pub fn pcmap_preagg(bin: &Path, profile: &Path, out: &Path, extra: &[&str]) -> O
     )
 }
 
+/// The instructions of a binary in address order, for generating branch records that follow its
+/// real control flow.
+pub struct Code {
+    insns: Vec<Insn>,
+}
+
+impl Code {
+    /// Disassemble `bin` (llvm-objdump).
+    pub fn of(bin: &Path) -> Code {
+        Code {
+            insns: disassemble(bin).into_iter().flat_map(|f| f.insns).collect(),
+        }
+    }
+
+    /// Instructions with a direct target.
+    pub fn branches(&self) -> Vec<&Insn> {
+        self.insns.iter().filter(|i| i.target.is_some()).collect()
+    }
+
+    /// The first jump or return at or after `addr`: where a fall-through from `addr` ends.
+    pub fn next_control_flow(&self, addr: u64) -> Option<Insn> {
+        self.insns
+            .iter()
+            .find(|i| {
+                i.addr >= addr && (i.mnemonic.starts_with('j') || i.mnemonic.starts_with("ret"))
+            })
+            .cloned()
+    }
+}
+
 /// An fdata file as a sorted multiset of lines with the `no_lbr` event list sorted (perf2bolt
 /// writes both in hash order).
 pub fn normalized_fdata(s: &str) -> Vec<String> {
@@ -335,21 +365,9 @@ pub fn branch_stack_perf_data(bin: &Path, n: u64, seed: u64) -> Vec<u8> {
     let build_id: Vec<u8> = (0..build_id_hex.len() / 2)
         .map(|i| u8::from_str_radix(&build_id_hex[2 * i..2 * i + 2], 16).unwrap())
         .collect();
-    let funcs = disassemble(bin);
-    let insns: Vec<&Insn> = funcs.iter().flat_map(|f| f.insns.iter()).collect();
-    let branches: Vec<&Insn> = insns
-        .iter()
-        .copied()
-        .filter(|i| i.target.is_some())
-        .collect();
-    let next_cf = |addr: u64| {
-        insns
-            .iter()
-            .find(|i| {
-                i.addr >= addr && (i.mnemonic.starts_with('j') || i.mnemonic.starts_with("ret"))
-            })
-            .map(|i| (*i).clone())
-    };
+    let code = Code::of(bin);
+    let branches = code.branches();
+    let next_cf = |addr: u64| code.next_control_flow(addr);
     let mut w = writer::Writer::new(writer::Options::default());
     let pid = 4242;
     let name = bin.to_str().unwrap().as_bytes();
