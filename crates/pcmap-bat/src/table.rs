@@ -284,7 +284,9 @@ impl BatTable {
         let input_offset = if is_branch_src {
             input
         } else {
-            offset - key + input
+            // Unsigned arithmetic as in perf2bolt: an address far past the fragment (a hostile
+            // or garbage sample) wraps instead of overflowing.
+            (offset - key).wrapping_add(input)
         };
         let block = p.has_block.then_some(Block {
             index: p.block_index,
