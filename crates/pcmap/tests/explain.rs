@@ -233,3 +233,230 @@ fn bolt_layer_equals_bat_translate() {
         addrs.len()
     );
 }
+
+/// `--input-binary`: an address of the BOLTed binary leads, through BAT, to the input binary's
+/// block (llvm-readobj 22 on the input binary) and inline frames (llvm-symbolizer 22 --inlining on
+/// the input binary) at the translated input address; the BAT layer equals `pcmap bat translate`.
+#[test]
+fn bolted_addresses_lead_to_the_input_binarys_blocks_and_frames() {
+    let input = build(
+        "explain-bolt-input",
+        &["inline/inline.c"],
+        &[
+            "-O2",
+            "-g",
+            "-gdwarf-5",
+            "-fbasic-block-address-map",
+            "-fno-pie",
+            "-no-pie",
+            "-Wl,--emit-relocs",
+        ],
+    );
+    let bolted = bolt_with_instrumentation(
+        &input,
+        &[],
+        &[
+            "--enable-bat",
+            "-reorder-blocks=ext-tsp",
+            "-split-functions",
+            "-split-all-cold",
+        ],
+    );
+    let (i, b) = (input.to_str().unwrap(), bolted.to_str().unwrap());
+    let addrs = addresses(&bolted, 2);
+    let mut args = vec!["explain", b, "--input-binary", i, "--json"];
+    args.extend(addrs.iter().map(String::as_str));
+    let ours: Value = serde_json::from_str(&pcmap(&args)).expect("explain JSON");
+    let ours = ours.as_array().unwrap();
+    assert_eq!(ours.len(), addrs.len());
+    let mut args = vec!["bat", "translate", b];
+    args.extend(addrs.iter().map(String::as_str));
+    let translated_lines = pcmap(&args);
+    let input_addrs: Vec<String> = ours
+        .iter()
+        .filter_map(|e| e["code_address"].as_u64())
+        .map(|a| format!("{a:#x}"))
+        .collect();
+    let frames = symbolizer(i, "--inlining", &input_addrs);
+    let blocks = readobj_blocks(&input);
+    let (mut through_bat, mut cold, mut with_block, mut k) = (0, 0, 0, 0);
+    for (e, line) in ours.iter().zip(translated_lines.lines()) {
+        let ctx = format!("{e}");
+        let o = &e["bolt"];
+        // BAT layer: pcmap bat translate (checked against perf2bolt 22 in tests/bat.rs).
+        assert_eq!(
+            format!(
+                "{:#x} -> {} + {:#x}",
+                e["address"].as_u64().unwrap(),
+                o["function"].as_str().unwrap(),
+                o["offset"].as_u64().unwrap()
+            ),
+            line
+        );
+        through_bat += (o["translated"] == true) as usize;
+        cold += (o["fragment"] == "cold") as usize;
+        let Some(code) = e["code_address"].as_u64() else {
+            assert!(e["block"].is_null() && e["frames"].as_array().unwrap().is_empty());
+            continue;
+        };
+        assert_eq!(o["input_address"].as_u64(), Some(code), "{ctx}");
+        // Frames: llvm-symbolizer on the input binary at the input address.
+        let tf = frames[k]["Symbol"].as_array().unwrap();
+        k += 1;
+        let of = e["frames"].as_array().unwrap();
+        assert_eq!(of.len(), tf.len(), "{ctx}\n{tf:?}");
+        let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+        for (o, t) in of.iter().zip(tf) {
+            assert_eq!(s(&o["function"]), s(&t["FunctionName"]), "{ctx}");
+            assert_eq!(o["line"], t["Line"], "{ctx}");
+            assert_eq!(o["column"], t["Column"], "{ctx}");
+        }
+        // Block: llvm-readobj's map of the input binary.
+        let theirs = blocks.iter().find(|b| code >= b.2 && code < b.3);
+        match (theirs, e["block"].is_null()) {
+            (None, true) => {}
+            (Some(t), false) => {
+                let ob = &e["block"];
+                assert_eq!(ob["function"], t.0.as_str(), "{ctx}");
+                assert_eq!(ob["id"], t.1, "{ctx}");
+                assert_eq!(
+                    (ob["start"].as_u64(), ob["end"].as_u64()),
+                    (Some(t.2), Some(t.3))
+                );
+                with_block += 1;
+            }
+            (t, _) => panic!("{ctx}: llvm-readobj's block {t:?}"),
+        }
+    }
+    assert!(
+        through_bat > 100,
+        "only {through_bat} addresses through BAT"
+    );
+    assert!(with_block > 100, "only {with_block} addresses with a block");
+    eprintln!(
+        "BOLTed inline.c: {} addresses, {through_bat} through BAT ({cold} in cold fragments), \
+         {k} input addresses with frames equal to llvm-symbolizer, {with_block} blocks equal to \
+         llvm-readobj",
+        addrs.len()
+    );
+}
+
+/// Addresses from standard input, one line at a time through a pipe: each answer comes back
+/// before the next address is written, and equals the answer for the same address given as an
+/// argument.
+#[test]
+fn standard_input_is_answered_line_by_line() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = build_with(
+        "clang",
+        "explain-clang",
+        &["inline/inline.c"],
+        &["-O2", "-g", "-gdwarf-5", "-fbasic-block-address-map"],
+    );
+    let b = bin.to_str().unwrap();
+    let addrs = addresses(&bin, 97);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pcmap"))
+        .args(["explain", b, "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn pcmap explain");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for a in addrs.iter().take(10) {
+        writeln!(stdin, "{a}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let streamed: Value = serde_json::from_str(&line).expect("one JSON object per line");
+        let single: Value = serde_json::from_str(&pcmap(&["explain", b, "--json", a])).unwrap();
+        assert_eq!(streamed, single[0], "{a}");
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "pcmap explain exited with {status}");
+}
+
+/// `-p`: each block's counts equal what the pre-aggregated profile says about the block's
+/// address range in llvm-readobj 22's map (samples inside it, branches landing at its start).
+#[test]
+fn block_counts_follow_the_profile() {
+    let bin = build_with(
+        "clang",
+        "explain-clang",
+        &["inline/inline.c"],
+        &["-O2", "-g", "-gdwarf-5", "-fbasic-block-address-map"],
+    );
+    let b = bin.to_str().unwrap();
+    let blocks = readobj_blocks(&bin);
+    assert!(blocks.len() > 20);
+    // Blocks that return or tail-call (llvm-readobj's HasReturn, HasTailCall): a branch out of
+    // one leaves the function, so it does not enter the next block as a jump.
+    let readobj: Value = serde_json::from_str(&run_ok(
+        Command::new(tool("llvm-readobj"))
+            .args(["--elf-output-style=JSON", "--bb-addr-map"])
+            .arg(&bin),
+    ))
+    .expect("readobj JSON");
+    let returns: Vec<bool> = readobj[0]["BBAddrMap"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["Function"]["BB Ranges"].as_array().unwrap().clone())
+        .flat_map(|r| r["BB Entries"].as_array().unwrap().clone())
+        .map(|e| e["HasReturn"] == true || e["HasTailCall"] == true)
+        .collect();
+    assert_eq!(returns.len(), blocks.len());
+    // Samples at every 3rd address of every 2nd block; a branch from each block's last byte to
+    // the start of the next block of the same function (a jump within the function).
+    let mut pa = String::new();
+    let mut expected_samples = vec![0u64; blocks.len()];
+    let mut expected_in = vec![0u64; blocks.len()];
+    for (n, blk) in blocks.iter().enumerate() {
+        if n % 2 == 0 {
+            for a in (blk.2..blk.3).step_by(3) {
+                let c = 1 + (a % 5);
+                pa.push_str(&format!("S {a:x} {c}\n"));
+                expected_samples[n] += c;
+            }
+        }
+        if let Some(next) = blocks.get(n + 1)
+            && !returns[n]
+            && next.0 == blk.0
+            && next.2 > blk.2
+            && blk.3 > blk.2
+        {
+            let c = 10 + n as u64;
+            pa.push_str(&format!("B {:x} {:x} {c} 0\n", blk.3 - 1, next.2));
+            expected_in[n + 1] += c;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.preagg");
+    std::fs::write(&profile, pa).unwrap();
+    let mut args = vec![
+        "explain",
+        b,
+        "--json",
+        "-p",
+        profile.to_str().unwrap(),
+        "--pa",
+    ];
+    let starts: Vec<String> = blocks
+        .iter()
+        .filter(|b| b.3 > b.2)
+        .map(|b| format!("{:#x}", b.2))
+        .collect();
+    args.extend(starts.iter().map(String::as_str));
+    let ours: Value = serde_json::from_str(&pcmap(&args)).expect("explain JSON");
+    let mut checked = 0;
+    for e in ours.as_array().unwrap() {
+        let a = e["address"].as_u64().unwrap();
+        let n = blocks.iter().position(|b| b.2 == a && b.3 > b.2).unwrap();
+        let c = &e["block"]["counts"];
+        assert_eq!(c["samples"].as_u64(), Some(expected_samples[n]), "{e}");
+        assert_eq!(c["branches_in"].as_u64(), Some(expected_in[n]), "{e}");
+        checked += 1;
+    }
+    assert!(checked > 20);
+}

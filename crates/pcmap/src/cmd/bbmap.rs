@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use pcmap_bbmap::elf::{ElfBbAddrMaps, ElfKind, ReadOptions, read_elf};
 use pcmap_bbmap::index::BlockIndex;
 use pcmap_bbmap::model::FunctionMap;
-use pcmap_bbmap::profile::{EdgeKind, ProfileSink, binary_desc};
+use pcmap_bbmap::profile::{BlockProfile, EdgeKind, ProfileSink, binary_desc};
 use pcmap_bbmap::report::SizeStats;
 use pcmap_binary::MappedFile;
 use pcmap_profile::events;
@@ -195,28 +195,9 @@ fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> R
     }
     let (fs, names) = flatten(&maps);
     let index = BlockIndex::new(fs.iter().copied());
-    let prof_file = MappedFile::open(profile_path)
-        .with_context(|| format!("opening {}", profile_path.display()))?;
-    let mut sink = ProfileSink::new(&index);
-    if pa {
-        events::read_preaggregated(prof_file.bytes(), &mut sink)
-            .map_err(|e| anyhow::anyhow!("{}:{e}", profile_path.display()))?;
-    } else {
-        let bin = pcmap_binary::Binary::parse(elf_file.bytes())
-            .with_context(|| format!("parsing {}", binary.display()))?;
-        let desc = binary_desc(&bin, binary.as_os_str().as_encoded_bytes());
-        let perf = PerfFile::parse(prof_file.bytes())
-            .with_context(|| format!("reading {}", profile_path.display()))?;
-        let opts = events::PerfOptions {
-            basic: !events::has_branch_stacks(&perf),
-            sample_ips: true,
-            ignore_build_id: true,
-            ..Default::default()
-        };
-        events::read_perf_data(&perf, &desc, &opts, &mut sink)
-            .with_context(|| format!("reading {}", profile_path.display()))?;
-    }
-    let prof = sink.finish();
+    let bin = pcmap_binary::Binary::parse(elf_file.bytes())
+        .with_context(|| format!("parsing {}", binary.display()))?;
+    let prof = read_block_profile(&bin, binary, &index, profile_path, pa)?;
     let block_ref = |pos: u32| -> Value {
         let b = index.block(pos as usize);
         json!({
@@ -271,4 +252,35 @@ fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> R
         writeln!(w)?;
         Ok(())
     })
+}
+
+/// The block profile of `bin` (at `binary_path`) from a perf.data or (`pa`) pre-aggregated
+/// profile, through the one branch-event pipeline and block attributor.
+pub(crate) fn read_block_profile(
+    bin: &pcmap_binary::Binary<'_>,
+    binary_path: &Path,
+    index: &BlockIndex,
+    profile_path: &Path,
+    pa: bool,
+) -> Result<BlockProfile> {
+    let prof_file = MappedFile::open(profile_path)
+        .with_context(|| format!("opening {}", profile_path.display()))?;
+    let mut sink = ProfileSink::new(index);
+    if pa {
+        events::read_preaggregated(prof_file.bytes(), &mut sink)
+            .map_err(|e| anyhow::anyhow!("{}:{e}", profile_path.display()))?;
+    } else {
+        let desc = binary_desc(bin, binary_path.as_os_str().as_encoded_bytes());
+        let perf = PerfFile::parse(prof_file.bytes())
+            .with_context(|| format!("reading {}", profile_path.display()))?;
+        let opts = events::PerfOptions {
+            basic: !events::has_branch_stacks(&perf),
+            sample_ips: true,
+            ignore_build_id: true,
+            ..Default::default()
+        };
+        events::read_perf_data(&perf, &desc, &opts, &mut sink)
+            .with_context(|| format!("reading {}", profile_path.display()))?;
+    }
+    Ok(sink.finish())
 }
