@@ -284,8 +284,13 @@ impl<'data> Binary<'data> {
     pub fn code_bytes(&self, address: u64, len: u64) -> Option<&'data [u8]> {
         let s = self.code_section_at(address)?;
         let from = usize::try_from(address - s.address).ok()?;
-        let to = usize::try_from(address.saturating_add(len).min(s.address + s.size) - s.address)
-            .ok()?;
+        let to = usize::try_from(
+            address
+                .saturating_add(len)
+                .min(s.address.saturating_add(s.size))
+                - s.address,
+        )
+        .ok()?;
         s.raw.get(from..to.min(s.raw.len()))
     }
 
