@@ -721,3 +721,106 @@ fn resolve<'a>(scans: Vec<UnitScan<'a>>) -> InlineInfo<'a> {
         units,
     }
 }
+
+/// Parameter locations of inline sites at any PC inside them (extraction evaluates them at the
+/// site's probe address only): the same classification, with the location-list entry that covers
+/// the PC. Build once per binary (it indexes the call-frame information) and ask per address.
+pub struct ParamsAt<'d> {
+    data: &'d DebugData<'d>,
+    cfa: CfaIndex<'d>,
+}
+
+impl<'d> ParamsAt<'d> {
+    /// Prepare to evaluate parameter locations in `data`.
+    pub fn new(data: &'d DebugData<'d>) -> Self {
+        let address_size = data
+            .dwarf()
+            .units()
+            .next()
+            .ok()
+            .flatten()
+            .map_or(8, |h| h.address_size());
+        ParamsAt {
+            data,
+            cfa: CfaIndex::new(data, address_size),
+        }
+    }
+
+    /// The locations of `site`'s parameters at `pc`, one per [`Function::params`] of the callee
+    /// (as [`InlineSite::params`]); a parameter whose DIE is not found stays
+    /// [`Location::Missing`].
+    pub fn params(
+        &self,
+        info: &InlineInfo<'_>,
+        site: &InlineSite,
+        pc: u64,
+    ) -> Result<Vec<ParamLocation>, Error> {
+        let callee = &info.functions[site.callee as usize];
+        let mut out = vec![
+            ParamLocation {
+                location: Location::Missing,
+                source: LocationSource::None,
+                zero_length_view: false,
+            };
+            callee.params.len()
+        ];
+        let dwarf = self.data.dwarf();
+        let target = gimli::DebugInfoOffset(site.die as usize);
+        let mut units = dwarf.units();
+        let header = loop {
+            match units.next() {
+                Ok(Some(h)) if target.to_unit_offset(&h).is_some() => break h,
+                Ok(Some(_)) => continue,
+                Ok(None) => return Ok(out),
+                Err(e) => return Err(Error::dwarf(site.die, "unit header")(e)),
+            }
+        };
+        let unit_owned = dwarf.unit(header).map_err(Error::dwarf(site.die, "unit"))?;
+        let unit = UnitRef::new(&dwarf, &unit_owned);
+        let frame_base = site
+            .caller_die
+            .and_then(|d| gimli::DebugInfoOffset(d as usize).to_unit_offset(&header))
+            .and_then(|o| unit.entry(o).ok())
+            .and_then(|e| match e.attr_value(dw::DW_AT_frame_base) {
+                Some(AttributeValue::Exprloc(e)) => {
+                    Some(FrameBaseRule::from_expression(e, unit.encoding()))
+                }
+                _ => None,
+            })
+            .unwrap_or(FrameBaseRule::Unknown);
+        let Some(offset) = target.to_unit_offset(&header) else {
+            return Ok(out);
+        };
+        let mut tree = unit
+            .entries_tree(Some(offset))
+            .map_err(Error::dwarf(site.die, "DIE tree"))?;
+        let root = tree.root().map_err(Error::dwarf(site.die, "DIE tree"))?;
+        let mut children = root.children();
+        let mut unwind = UnwindContext::new();
+        while let Some(child) = children
+            .next()
+            .map_err(Error::dwarf(site.die, "DIE tree"))?
+        {
+            let entry = child.entry();
+            if entry.tag() != dw::DW_TAG_formal_parameter {
+                continue;
+            }
+            let origin = entry
+                .attr_value(dw::DW_AT_abstract_origin)
+                .and_then(|v| die_ref(&unit_owned, v));
+            let mut ctx = ClassifyCtx {
+                unit,
+                frame_base,
+                site_addr: Some(pc),
+                cfa: &self.cfa,
+                unwind: &mut unwind,
+                endian: self.data.endian(),
+            };
+            let loc = param_location(entry, &mut ctx)?;
+            if let Some(i) = callee.params.iter().position(|p| Some(p.die) == origin) {
+                out[i] = loc;
+            }
+        }
+        Ok(out)
+    }
+}

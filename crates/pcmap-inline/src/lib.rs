@@ -52,7 +52,7 @@ mod sections;
 pub mod symbolize;
 
 pub use error::{Error, Result};
-pub use extract::extract_sites;
+pub use extract::{ParamsAt, extract_sites};
 pub use location::{Location, LocationPiece, RegOffset};
 pub use sections::DebugData;
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::census::Census;
 use crate::symbolize::Frame;
-use crate::{DebugData, InlineInfo, InlineSite};
+use crate::{DebugData, Function, InlineInfo, InlineSite, ParamLocation};
 
 /// The text table of `pcmap inline stats`; `debug_info` is the size of `.debug_info` in bytes.
 pub fn write_census(w: &mut dyn Write, c: &Census, debug_info: u64) -> std::io::Result<()> {
@@ -168,21 +168,26 @@ pub fn json_site<'a>(
         call_file: info.file_name(site.call_file),
         call_line: site.call_line,
         call_column: site.call_column,
-        params: site
-            .params
-            .iter()
-            .zip(&callee.params)
-            .map(|(p, d)| JsonParam {
-                name: d.name.as_deref(),
-                byte_size: d.byte_size,
-                class: p.location.class().name(),
-                location: &p.location,
-                display: p.location.display_x86_64(),
-                source: p.source,
-                zero_length_view: p.zero_length_view,
-            })
-            .collect(),
+        params: json_params(callee, &site.params),
     }
+}
+
+/// The JSON records of `callee`'s parameters at the locations `params` (one per parameter, as
+/// [`InlineSite::params`] or [`crate::ParamsAt::params`] give them).
+pub fn json_params<'a>(callee: &'a Function, params: &'a [ParamLocation]) -> Vec<JsonParam<'a>> {
+    params
+        .iter()
+        .zip(&callee.params)
+        .map(|(p, d)| JsonParam {
+            name: d.name.as_deref(),
+            byte_size: d.byte_size,
+            class: p.location.class().name(),
+            location: &p.location,
+            display: p.location.display_x86_64(),
+            source: p.source,
+            zero_length_view: p.zero_length_view,
+        })
+        .collect()
 }
 
 /// The text line of `site` and one line per parameter (`pcmap inline sites`).

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pcmap_inline::{DebugData, Location, extract_sites};
+use pcmap_inline::{DebugData, Location, ParamLocation, ParamsAt, extract_sites};
 use pcmap_testkit::{ProbeEvent, build_with, perf_probe, perf_x86_64_register, run_ok, tool};
 
 fn fixtures() -> Vec<(&'static str, PathBuf)> {
@@ -497,6 +497,8 @@ fn compare_with_dwarfdump(name: &str, bin: &Path) {
         let dies = parse_dwarfdump(&text);
         let by_offset: BTreeMap<u64, &DumpDie> = dies.iter().map(|d| (d.offset, d)).collect();
         let mut compared: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut at_pc: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let params_at = ParamsAt::new(&data);
         for site in &info.sites {
             let d = by_offset[&site.die];
             assert_eq!(d.tag, "DW_TAG_inlined_subroutine");
@@ -517,125 +519,156 @@ fn compare_with_dwarfdump(name: &str, bin: &Path) {
             let callee = &info.functions[site.callee as usize];
             for (p, decl) in site.params.iter().zip(&callee.params) {
                 let pname = decl.name.as_deref().unwrap();
-                let child = d.children.iter().map(|&i| &dies[i]).find(|c| {
-                    c.tag == "DW_TAG_formal_parameter"
-                        && c.attr("DW_AT_abstract_origin")
-                            .is_some_and(|o| o.ends_with(&format!("\"{pname}\")")))
-                });
-                let ctx = format!(
-                    "{name}: site {:#x} {pname}: ours {:?}",
-                    site.die, p.location
-                );
-                let Some(child) = child else {
-                    assert_eq!(p.location, Location::Missing, "{ctx}");
-                    *compared.entry("missing").or_default() += 1;
-                    continue;
-                };
-                if let Some(c) = child.attr("DW_AT_const_value") {
-                    let c = c.trim_matches(['(', ')']);
-                    let v: Option<i64> = match c.strip_prefix("0x") {
-                        Some(h) => u64::from_str_radix(h, 16).ok().map(|x| x as i64),
-                        None => c.parse().ok(),
-                    };
-                    match v {
-                        Some(v) => assert!(
-                            matches!(p.location, Location::Constant { value } if value as i64 == v || value == v as u32 as u64),
-                            "{ctx}"
-                        ),
-                        // A block: the bytes themselves.
-                        None => assert!(
-                            matches!(
-                                p.location,
-                                Location::Constant { .. } | Location::ConstantBytes { .. }
-                            ),
-                            "{ctx}"
-                        ),
-                    }
-                    *compared.entry("const_value").or_default() += 1;
+                let ctx = format!("{name}: site {:#x}", site.die);
+                check_param(&ctx, &dies, d, pname, p, addr, &mut compared);
+            }
+            // At PCs inside the site (start, middle and last byte of each range), as `pcmap
+            // explain` reports the innermost call's parameters.
+            for r in &site.ranges {
+                if r.start >= r.end {
                     continue;
                 }
-                let ops = match dump_location_at(child, addr) {
-                    None => {
-                        assert_eq!(p.location, Location::NoLocation, "{ctx}");
-                        *compared.entry("none").or_default() += 1;
-                        continue;
+                for pc in [r.start, r.start + (r.end - r.start) / 2, r.end - 1] {
+                    let at = params_at.params(&info, site, pc).unwrap();
+                    for (p, decl) in at.iter().zip(&callee.params) {
+                        let pname = decl.name.as_deref().unwrap();
+                        let ctx = format!("{name}: site {:#x} at pc {pc:#x}", site.die);
+                        check_param(&ctx, &dies, d, pname, p, pc, &mut at_pc);
                     }
-                    Some(None) => {
-                        assert_eq!(p.location, Location::NotCovered, "{ctx}");
-                        *compared.entry("gap").or_default() += 1;
-                        continue;
-                    }
-                    Some(Some(ops)) => ops,
-                };
-                let ctx = format!("{ctx}, llvm-dwarfdump `{ops}`");
-                let expected = match &p.location {
-                    Location::Register { reg } => format!("reg{reg}"),
-                    Location::Memory { reg, offset } => format!("breg{reg}{offset:+}"),
-                    Location::RegisterOffsetValue { reg, offset } => {
-                        format!("breg{reg}{offset:+},DW_OP_stack_value")
-                    }
-                    Location::FrameBase { offset, .. } => format!("DW_OP_fbreg {offset:+}"),
-                    Location::FrameBaseValue { offset, .. } => {
-                        format!("DW_OP_fbreg {offset:+},DW_OP_stack_value")
-                    }
-                    Location::EntryValue { reg } => {
-                        format!("entry_value(reg{reg}),DW_OP_stack_value")
-                    }
-                    Location::Constant { value } => {
-                        assert!(!ops.contains("reg") && !ops.contains("fbreg"), "{ctx}");
-                        let simple = ops
-                            .strip_suffix(",DW_OP_stack_value")
-                            .and_then(|o| {
-                                o.strip_prefix("DW_OP_lit").map(str::to_string).or_else(|| {
-                                    o.split_once(' ')
-                                        .filter(|(op, _)| op.starts_with("DW_OP_const"))
-                                        .map(|(_, v)| v.to_string())
-                                })
-                            })
-                            .and_then(|v| {
-                                if let Some(h) = v.strip_prefix("0x") {
-                                    u64::from_str_radix(h, 16).ok()
-                                } else {
-                                    v.parse::<i64>().ok().map(|x| x as u64)
-                                }
-                            });
-                        if let Some(s) = simple {
-                            assert_eq!(*value, s, "{ctx}");
-                        }
-                        *compared.entry("const").or_default() += 1;
-                        continue;
-                    }
-                    Location::NoLocation => {
-                        assert!(ops.is_empty(), "{ctx}");
-                        continue;
-                    }
-                    other => {
-                        let key = match other {
-                            Location::Pieces { .. } => "DW_OP_piece",
-                            Location::ImplicitPointer { .. } => "implicit_pointer",
-                            Location::ParameterRef { .. } => "parameter_ref",
-                            Location::Address { .. } | Location::AddressValue { .. } => {
-                                "DW_OP_addr"
-                            }
-                            _ => "",
-                        };
-                        // llvm-dwarfdump cannot decode DW_OP_GNU_parameter_ref (0xfa).
-                        let undecoded_param_ref =
-                            key == "parameter_ref" && ops.starts_with("<decoding error> fa ");
-                        assert!(ops.contains(key) || undecoded_param_ref, "{ctx}");
-                        assert!(
-                            !matches!(other, Location::Missing | Location::NotCovered),
-                            "{ctx}"
-                        );
-                        *compared.entry("other").or_default() += 1;
-                        continue;
-                    }
-                };
-                assert_eq!(ops, expected, "{ctx}");
-                *compared.entry(p.location.class().name()).or_default() += 1;
+                }
             }
         }
         eprintln!("{name}: locations equal to llvm-dwarfdump: {compared:?}");
+        eprintln!("{name}: locations at PCs inside sites equal to llvm-dwarfdump: {at_pc:?}");
         assert!(compared.values().sum::<usize>() > 100);
+        assert!(at_pc.values().sum::<usize>() > 300);
+        assert!(
+            at_pc.get("reg").copied().unwrap_or(0) > 50,
+            "{at_pc:?}"
+        );
     }
+}
+
+/// Compare one parameter location `p` of the site DIE `d` at `addr` with llvm-dwarfdump's
+/// description of the parameter (found by name among `d`'s children), counting by class.
+fn check_param(
+    ctx: &str,
+    dies: &[DumpDie],
+    d: &DumpDie,
+    pname: &str,
+    p: &ParamLocation,
+    addr: u64,
+    compared: &mut BTreeMap<&'static str, usize>,
+) {
+    let child = d.children.iter().map(|&i| &dies[i]).find(|c| {
+        c.tag == "DW_TAG_formal_parameter"
+            && c.attr("DW_AT_abstract_origin")
+                .is_some_and(|o| o.ends_with(&format!("\"{pname}\")")))
+    });
+    let ctx = format!("{ctx} {pname}: ours {:?}", p.location);
+    let Some(child) = child else {
+        assert_eq!(p.location, Location::Missing, "{ctx}");
+        *compared.entry("missing").or_default() += 1;
+        return;
+    };
+    if let Some(c) = child.attr("DW_AT_const_value") {
+        let c = c.trim_matches(['(', ')']);
+        let v: Option<i64> = match c.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16).ok().map(|x| x as i64),
+            None => c.parse().ok(),
+        };
+        match v {
+            Some(v) => assert!(
+                matches!(p.location, Location::Constant { value } if value as i64 == v || value == v as u32 as u64),
+                "{ctx}"
+            ),
+            // A block: the bytes themselves.
+            None => assert!(
+                matches!(
+                    p.location,
+                    Location::Constant { .. } | Location::ConstantBytes { .. }
+                ),
+                "{ctx}"
+            ),
+        }
+        *compared.entry("const_value").or_default() += 1;
+        return;
+    }
+    let ops = match dump_location_at(child, addr) {
+        None => {
+            assert_eq!(p.location, Location::NoLocation, "{ctx}");
+            *compared.entry("none").or_default() += 1;
+            return;
+        }
+        Some(None) => {
+            assert_eq!(p.location, Location::NotCovered, "{ctx}");
+            *compared.entry("gap").or_default() += 1;
+            return;
+        }
+        Some(Some(ops)) => ops,
+    };
+    let ctx = format!("{ctx}, llvm-dwarfdump `{ops}`");
+    let expected = match &p.location {
+        Location::Register { reg } => format!("reg{reg}"),
+        Location::Memory { reg, offset } => format!("breg{reg}{offset:+}"),
+        Location::RegisterOffsetValue { reg, offset } => {
+            format!("breg{reg}{offset:+},DW_OP_stack_value")
+        }
+        Location::FrameBase { offset, .. } => format!("DW_OP_fbreg {offset:+}"),
+        Location::FrameBaseValue { offset, .. } => {
+            format!("DW_OP_fbreg {offset:+},DW_OP_stack_value")
+        }
+        Location::EntryValue { reg } => {
+            format!("entry_value(reg{reg}),DW_OP_stack_value")
+        }
+        Location::Constant { value } => {
+            assert!(!ops.contains("reg") && !ops.contains("fbreg"), "{ctx}");
+            let simple = ops
+                .strip_suffix(",DW_OP_stack_value")
+                .and_then(|o| {
+                    o.strip_prefix("DW_OP_lit").map(str::to_string).or_else(|| {
+                        o.split_once(' ')
+                            .filter(|(op, _)| op.starts_with("DW_OP_const"))
+                            .map(|(_, v)| v.to_string())
+                    })
+                })
+                .and_then(|v| {
+                    if let Some(h) = v.strip_prefix("0x") {
+                        u64::from_str_radix(h, 16).ok()
+                    } else {
+                        v.parse::<i64>().ok().map(|x| x as u64)
+                    }
+                });
+            if let Some(s) = simple {
+                assert_eq!(*value, s, "{ctx}");
+            }
+            *compared.entry("const").or_default() += 1;
+            return;
+        }
+        Location::NoLocation => {
+            assert!(ops.is_empty(), "{ctx}");
+            return;
+        }
+        other => {
+            let key = match other {
+                Location::Pieces { .. } => "DW_OP_piece",
+                Location::ImplicitPointer { .. } => "implicit_pointer",
+                Location::ParameterRef { .. } => "parameter_ref",
+                Location::Address { .. } | Location::AddressValue { .. } => "DW_OP_addr",
+                _ => "",
+            };
+            // llvm-dwarfdump cannot decode DW_OP_GNU_parameter_ref (0xfa).
+            let undecoded_param_ref =
+                key == "parameter_ref" && ops.starts_with("<decoding error> fa ");
+            assert!(ops.contains(key) || undecoded_param_ref, "{ctx}");
+            assert!(
+                !matches!(other, Location::Missing | Location::NotCovered),
+                "{ctx}"
+            );
+            *compared.entry("other").or_default() += 1;
+            return;
+        }
+    };
+    assert_eq!(ops, expected, "{ctx}");
+    *compared.entry(p.location.class().name()).or_default() += 1;
 }

@@ -21,7 +21,7 @@ use pcmap_binary::bolt::BoltFunctions;
 use pcmap_binary::{Binary, MappedFile};
 use pcmap_inline::report::{JsonSite, json_site};
 use pcmap_inline::symbolize::{Frame, Symbolizer};
-use pcmap_inline::{DebugData, InlineInfo};
+use pcmap_inline::{DebugData, InlineInfo, Location, ParamsAt};
 use serde::Serialize;
 
 /// Explain addresses: symbol+offset, BOLT input location, basic block and its profile counts,
@@ -122,6 +122,17 @@ struct BlockLayer<'a> {
     counts: Option<BlockCounts>,
 }
 
+/// A parameter of the innermost inlined call, located at the explained PC.
+#[derive(Serialize)]
+struct ParamAtPc<'a> {
+    name: Option<&'a str>,
+    /// `register`, `stack`, `constant`, ... (as `pcmap inline sites`).
+    class: &'static str,
+    /// The location in x86-64 register names.
+    display: String,
+    location: Location,
+}
+
 #[derive(Serialize)]
 struct Explained<'a> {
     address: u64,
@@ -133,6 +144,9 @@ struct Explained<'a> {
     block: Option<BlockLayer<'a>>,
     frames: Vec<Frame>,
     sites: Vec<JsonSite<'a>>,
+    /// The parameters of the innermost inlined call at this PC (the sites above give them at the
+    /// site's entry).
+    params_at_pc: Vec<ParamAtPc<'a>>,
 }
 
 fn parse_address(s: &str) -> Result<u64> {
@@ -157,6 +171,7 @@ struct CodeLayers<'b> {
     symbolizer: Option<Symbolizer<'b>>,
     info: Option<InlineInfo<'b>>,
     debug: Option<&'b DebugData<'b>>,
+    params_at: Option<ParamsAt<'b>>,
     counts: Option<std::collections::HashMap<u32, BlockCounts>>,
 }
 
@@ -203,6 +218,27 @@ impl CodeLayers<'_> {
             Some(s) => s.frames(a, true)?,
             None => Vec::new(),
         })
+    }
+
+    fn params_at_pc(&self, a: u64) -> Result<Vec<ParamAtPc<'_>>> {
+        let (Some(info), Some(at)) = (&self.info, &self.params_at) else {
+            return Ok(Vec::new());
+        };
+        let Some(site) = info.sites_at(a).into_iter().next() else {
+            return Ok(Vec::new());
+        };
+        let callee = &info.functions[site.callee as usize];
+        Ok(at
+            .params(info, site, a)?
+            .into_iter()
+            .zip(&callee.params)
+            .map(|(p, d)| ParamAtPc {
+                name: d.name.as_deref(),
+                class: p.location.class().name(),
+                display: p.location.display_x86_64(),
+                location: p.location,
+            })
+            .collect())
     }
 
     fn sites(&self, a: u64) -> Vec<JsonSite<'_>> {
@@ -334,6 +370,7 @@ pub fn run(args: Args) -> Result<()> {
         symbolizer,
         info,
         debug: debug.as_ref(),
+        params_at: debug.as_ref().map(ParamsAt::new),
         counts,
     };
 
@@ -368,9 +405,14 @@ pub fn run(args: Args) -> Result<()> {
         } else {
             Some(a)
         };
-        let (block, frames, sites) = match code_address {
-            Some(c) => (code.block(c), code.frames(c)?, code.sites(c)),
-            None => (None, Vec::new(), Vec::new()),
+        let (block, frames, sites, params_at_pc) = match code_address {
+            Some(c) => (
+                code.block(c),
+                code.frames(c)?,
+                code.sites(c),
+                code.params_at_pc(c)?,
+            ),
+            None => (None, Vec::new(), Vec::new(), Vec::new()),
         };
         Ok(Explained {
             address: a,
@@ -380,6 +422,7 @@ pub fn run(args: Args) -> Result<()> {
             block,
             frames,
             sites,
+            params_at_pc,
         })
     };
 
@@ -511,6 +554,12 @@ fn write_text(w: &mut dyn Write, e: &Explained<'_>) -> Result<()> {
             s.function, s.depth
         )?;
         for p in &s.params {
+            writeln!(w, "            {} = {}", p.name.unwrap_or("?"), p.display)?;
+        }
+    }
+    if !e.params_at_pc.is_empty() {
+        writeln!(w, "  at this pc")?;
+        for p in &e.params_at_pc {
             writeln!(w, "            {} = {}", p.name.unwrap_or("?"), p.display)?;
         }
     }
