@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// The file could not be opened or mapped.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         /// The file.
         path: PathBuf,

@@ -542,10 +542,7 @@ fn compare_with_dwarfdump(name: &str, bin: &Path) {
         eprintln!("{name}: locations at PCs inside sites equal to llvm-dwarfdump: {at_pc:?}");
         assert!(compared.values().sum::<usize>() > 100);
         assert!(at_pc.values().sum::<usize>() > 300);
-        assert!(
-            at_pc.get("reg").copied().unwrap_or(0) > 50,
-            "{at_pc:?}"
-        );
+        assert!(at_pc.get("reg").copied().unwrap_or(0) > 50, "{at_pc:?}");
     }
 }
 

@@ -178,6 +178,81 @@ impl TraceSink {
     }
 }
 
+impl PreAggregated {
+    /// Merge several inputs (in the given order) into one, as if their records had been read
+    /// from one file: counts summed per distinct trace and sample, event names in first-seen
+    /// order, `R` branch addresses united.
+    pub fn merge(parts: impl IntoIterator<Item = PreAggregated>) -> PreAggregated {
+        let mut parts = parts.into_iter();
+        let Some(first) = parts.next() else {
+            return PreAggregated::default();
+        };
+        let mut sink = TraceSink {
+            out: first,
+            later: Vec::new(),
+        };
+        for p in parts {
+            sink = sink.merge(TraceSink {
+                out: p,
+                later: Vec::new(),
+            });
+        }
+        sink.finish()
+    }
+
+    /// Write the records in perf2bolt 22's pre-aggregated format, so that reading them back
+    /// (`--pa`) gives the same profile: `E` event names, `S` samples, and one record per trace
+    /// with the sentinels mapped back to their letters (`B` branch only, `F`/`f`/`r`
+    /// fall-throughs, `R` for branches recorded as returns, else `T`). `T` and `R` records carry
+    /// no misprediction count, so a trace with mispredictions is followed by a `B` record of the
+    /// same branch with count 0 and those mispredictions (the branch record it adds to is the one
+    /// the trace's branch makes). Samples are written in address order. Returns the number of
+    /// records written.
+    pub fn write(&self, w: &mut (impl std::io::Write + ?Sized)) -> std::io::Result<u64> {
+        let mut n = 0u64;
+        for e in &self.events {
+            writeln!(w, "E {e}")?;
+            n += 1;
+        }
+        let mut samples: Vec<(u64, u64)> = self.samples.iter().map(|(&a, &c)| (a, c)).collect();
+        samples.sort_unstable();
+        for (a, c) in samples {
+            writeln!(w, "S {a:x} {c}")?;
+            n += 1;
+        }
+        for (t, c) in &self.traces {
+            let (branch, from, to) = (t.branch, t.from, t.to);
+            if to == BR_ONLY {
+                writeln!(w, "B {branch:x} {from:x} {} {}", c.count, c.mispreds)?;
+                n += 1;
+                continue;
+            }
+            let letter = match branch {
+                FT_ONLY => 'F',
+                FT_EXTERNAL_ORIGIN => 'f',
+                FT_EXTERNAL_RETURN => 'r',
+                _ => {
+                    let letter = if self.returns.contains(&branch) {
+                        'R'
+                    } else {
+                        'T'
+                    };
+                    writeln!(w, "{letter} {branch:x} {from:x} {to:x} {}", c.count)?;
+                    n += 1;
+                    if c.mispreds > 0 {
+                        writeln!(w, "B {branch:x} {from:x} 0 {}", c.mispreds)?;
+                        n += 1;
+                    }
+                    continue;
+                }
+            };
+            writeln!(w, "{letter} {from:x} {to:x} {}", c.count)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
 /// Read a whole pre-aggregated file in parallel. `progress` is called with byte counts as
 /// chunks finish.
 pub fn parse(data: &[u8], progress: &(dyn Fn(u64) + Sync)) -> Result<PreAggregated, Error> {
@@ -232,6 +307,70 @@ mod tests {
             .mispreds,
             1
         );
+    }
+
+    #[test]
+    fn written_records_read_back_to_the_same_profile() {
+        let text = b"E cycles\nT 10 20 30 5\nR 0 20 30 1\nR 40 20 30 1\nB 10 20 3 1\nF 1 2 4\nf 1 2 4\nr 1 2 4\nS 5 9\n";
+        let p = parse(text, &|_| {}).unwrap();
+        let mut out = Vec::new();
+        p.write(&mut out).unwrap();
+        let q = parse(&out, &|_| {}).unwrap();
+        assert_eq!(p.traces, q.traces);
+        assert_eq!(p.samples, q.samples);
+        assert_eq!(p.returns, q.returns);
+        assert_eq!(p.events, q.events);
+        assert_eq!(p.total_samples, q.total_samples);
+    }
+
+    proptest::proptest! {
+        /// Any profile written and read again is the same profile.
+        #[test]
+        fn write_then_parse_is_identity(
+            records in proptest::collection::vec(
+                (0u8..9, 1u64..0x1_0000, 1u64..0x1_0000, 1u64..0x1_0000, 0u64..1000, 0u64..10),
+                0..60,
+            )
+        ) {
+            let mut text = String::new();
+            for (kind, a, b, c, n, m) in records {
+                let line = match kind {
+                    0 => format!("T {a:x} {b:x} {c:x} {n}"),
+                    1 => format!("R {a:x} {b:x} {c:x} {n}"),
+                    2 => format!("R 0 {b:x} {c:x} {n}"),
+                    3 => format!("B {a:x} {b:x} {n} {m}"),
+                    4 => format!("F {a:x} {b:x} {n}"),
+                    5 => format!("f {a:x} {b:x} {n}"),
+                    6 => format!("r {a:x} {b:x} {n}"),
+                    7 => format!("S {a:x} {n}"),
+                    _ => format!("E ev{}", a % 3),
+                };
+                text.push_str(&line);
+                text.push('\n');
+            }
+            let p = parse(text.as_bytes(), &|_| {}).unwrap();
+            let mut out = Vec::new();
+            p.write(&mut out).unwrap();
+            let q = parse(&out, &|_| {}).unwrap();
+            proptest::prop_assert_eq!(&p.traces, &q.traces);
+            proptest::prop_assert_eq!(&p.samples, &q.samples);
+            proptest::prop_assert_eq!(&p.returns, &q.returns);
+            proptest::prop_assert_eq!(&p.events, &q.events);
+        }
+    }
+
+    #[test]
+    fn merging_equals_reading_the_concatenation() {
+        let a = b"E cycles\nT 10 20 30 5\nB 10 20 3 1\nS 5 9\n";
+        let b = b"E instructions\nE cycles\nT 10 20 30 2\nR 40 20 30 1\nS 5 1\nS 6 1\n";
+        let merged = PreAggregated::merge([parse(a, &|_| {}).unwrap(), parse(b, &|_| {}).unwrap()]);
+        let whole = parse(&[&a[..], &b[..]].concat(), &|_| {}).unwrap();
+        assert_eq!(merged.traces, whole.traces);
+        assert_eq!(merged.samples, whole.samples);
+        assert_eq!(merged.returns, whole.returns);
+        assert_eq!(merged.events, whole.events);
+        assert_eq!(merged.entries, whole.entries);
+        assert_eq!(merged.total_samples, whole.total_samples);
     }
 
     #[test]

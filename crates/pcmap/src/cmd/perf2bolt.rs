@@ -8,8 +8,9 @@ use clap::ValueEnum;
 use pcmap_binary::bolt::BoltFunctions;
 use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
+use pcmap_perf2bolt::preagg::PreAggregated;
 use pcmap_perf2bolt::{fdata, preagg, yaml};
-use pcmap_profile::events::PerfOptions;
+use pcmap_profile::events::{PerfOptions, PerfStats};
 
 /// Output format of `-o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -18,6 +19,9 @@ pub enum ProfileFormat {
     Fdata,
     /// BOLT's YAML profile.
     Yaml,
+    /// perf2bolt's pre-aggregated text (`T`/`B`/`F`/`f`/`r`/`R`/`S`/`E` records): the profile
+    /// before it is aggregated against the binary, to store, merge or convert again with `--pa`.
+    Preagg,
 }
 
 /// Convert a perf profile into a BOLT profile (drop-in for perf2bolt 22).
@@ -25,9 +29,20 @@ pub enum ProfileFormat {
 pub struct Args {
     /// The binary the profile was collected on.
     pub binary: PathBuf,
-    /// Profile: perf.data, or a pre-aggregated text file with --pa.
-    #[arg(short = 'p', long = "perfdata", value_name = "PROFILE")]
-    pub profile: PathBuf,
+    /// Profile: perf.data, or a pre-aggregated text file with --pa. Repeat the option or
+    /// separate paths with commas to convert several profiles in one run (their records are
+    /// merged before aggregation).
+    #[arg(short = 'p', long = "perfdata", value_name = "PROFILE", required = true,
+          value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub profiles: Vec<PathBuf>,
+    /// Number of profiles read in parallel (0 = one per hardware thread).
+    #[arg(
+        long = "perfdata-jobs",
+        visible_alias = "pj",
+        value_name = "N",
+        default_value_t = 4
+    )]
+    pub perfdata_jobs: usize,
     /// Output profile (`-` = standard output).
     #[arg(short = 'o', value_name = "OUT")]
     pub output: PathBuf,
@@ -77,7 +92,7 @@ fn write_outputs(
         let y = make_yaml();
         n = y.functions.len() as u64;
         crate::output::write_atomic(&args.output, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
-    } else {
+    } else if args.profile_format == ProfileFormat::Fdata {
         crate::output::write_atomic(&args.output, |w| {
             n = write_fdata(w)?;
             Ok(())
@@ -112,9 +127,6 @@ pub fn run(args: Args) -> Result<()> {
     };
     let bolted = bat.is_some();
 
-    let prof_file = MappedFile::open(&args.profile)
-        .with_context(|| format!("opening {}", args.profile.display()))?;
-    let prof_map = prof_file.bytes();
     // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
     let to_stdout = args.output.as_os_str() != "-";
     let say = |s: String| {
@@ -124,54 +136,49 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("{s}");
         }
     };
-    let parsed = if args.pre_aggregated {
-        let bar = crate::progress::bytes(prof_map.len() as u64, "reading profile");
-        let parsed = preagg::parse(prof_map, &|n| bar.inc(n)).map_err(|e| match e {
-            pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
-                "{}:{p} (pre-aggregated profile line {}, column {})",
-                args.profile.display(),
-                p.pos.line,
-                p.pos.column
-            ),
-            e => anyhow::Error::new(e).context(format!("reading {}", args.profile.display())),
-        })?;
-        bar.finish_and_clear();
+    let inputs = read_profiles(&args, &binary)?;
+    if args.pre_aggregated {
+        let entries: u64 = inputs.iter().map(|(p, _)| p.entries).sum();
         say(format!(
-            "PERF2BOLT: read {} aggregated brstack entries",
-            parsed.entries
+            "PERF2BOLT: read {entries} aggregated brstack entries"
         ));
-        parsed
     } else {
-        let desc =
-            pcmap_bbmap::profile::binary_desc(&binary, args.binary.as_os_str().as_encoded_bytes());
-        let opts = PerfOptions {
-            basic: args.basic_events,
-            pid: args.pid,
-            ignore_build_id: args.ignore_build_id,
-            sample_ips: false,
+        let sum = |f: fn(&PerfStats) -> u64| -> u64 {
+            inputs.iter().filter_map(|(_, s)| s.as_ref()).map(f).sum()
         };
-        let (parsed, stats) = preagg::read_perf_data(prof_map, &desc, &opts)
-            .with_context(|| format!("reading {}", args.profile.display()))?;
+        let total_samples = sum(|s| s.total_samples);
         if args.basic_events {
-            say(format!(
-                "PERF2BOLT: read {} basic samples",
-                stats.total_samples
-            ));
+            say(format!("PERF2BOLT: read {total_samples} basic samples"));
         } else {
             say(format!(
                 "PERF2BOLT: read {} samples and {} brstack entries",
-                stats.samples, stats.entries
+                sum(|s| s.samples),
+                sum(|s| s.entries)
             ));
-            if stats.total_samples > 0 {
-                let ignored = stats.total_samples - stats.samples;
+            if total_samples > 0 {
+                let ignored = total_samples - sum(|s| s.samples);
                 say(format!(
                     "PERF2BOLT: ignored samples: {ignored}{}",
-                    pct(ignored, stats.total_samples)
+                    pct(ignored, total_samples)
                 ));
             }
         }
-        parsed
-    };
+    }
+    let parsed = PreAggregated::merge(inputs.into_iter().map(|(p, _)| p));
+    if args.profile_format == ProfileFormat::Preagg {
+        let mut n = 0;
+        crate::output::write_atomic(&args.output, |w| {
+            n = parsed.write(w)?;
+            Ok(())
+        })?;
+        say(format!(
+            "PERF2BOLT: wrote {n} pre-aggregated records to {}",
+            args.output.display()
+        ));
+        if args.yaml.is_none() {
+            return Ok(());
+        }
+    }
 
     let agg = Aggregator::new(&image);
     // YAML profiles hash blocks: CFGs keep their decoded instructions for that.
@@ -225,14 +232,67 @@ pub fn run(args: Args) -> Result<()> {
             fdata::write_branches(w, &image, &profile, bolted)
         })?
     };
-    say(format!(
-        "PERF2BOLT: wrote {written} objects and 0 memory objects to {}",
-        args.output.display()
-    ));
+    if args.profile_format != ProfileFormat::Preagg {
+        say(format!(
+            "PERF2BOLT: wrote {written} objects and 0 memory objects to {}",
+            args.output.display()
+        ));
+    }
     for line in function_stats.report_lines() {
         say(line);
     }
     Ok(())
+}
+
+/// Read every `-p` input (`--perfdata-jobs` at a time), in command-line order: the records of
+/// each, and for perf.data the counts perf2bolt prints.
+fn read_profiles(
+    args: &Args,
+    binary: &Binary<'_>,
+) -> Result<Vec<(PreAggregated, Option<PerfStats>)>> {
+    let read_one = |path: &PathBuf| -> Result<(PreAggregated, Option<PerfStats>)> {
+        let file = MappedFile::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let bytes = file.bytes();
+        if args.pre_aggregated {
+            let bar = crate::progress::bytes(bytes.len() as u64, "reading profile");
+            let parsed = preagg::parse(bytes, &|n| bar.inc(n)).map_err(|e| match e {
+                pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
+                    "{}:{p} (pre-aggregated profile line {}, column {})",
+                    path.display(),
+                    p.pos.line,
+                    p.pos.column
+                ),
+                e => anyhow::Error::new(e).context(format!("reading {}", path.display())),
+            })?;
+            bar.finish_and_clear();
+            Ok((parsed, None))
+        } else {
+            let desc = pcmap_bbmap::profile::binary_desc(
+                binary,
+                args.binary.as_os_str().as_encoded_bytes(),
+            );
+            let opts = PerfOptions {
+                basic: args.basic_events,
+                pid: args.pid,
+                ignore_build_id: args.ignore_build_id,
+                sample_ips: false,
+            };
+            let (parsed, stats) = preagg::read_perf_data(bytes, &desc, &opts)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Ok((parsed, Some(stats)))
+        }
+    };
+    if args.profiles.len() == 1 {
+        return Ok(vec![read_one(&args.profiles[0])?]);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.perfdata_jobs)
+        .build()
+        .context("starting the --perfdata-jobs threads")?;
+    pool.install(|| {
+        use rayon::prelude::*;
+        args.profiles.par_iter().map(read_one).collect()
+    })
 }
 
 /// perf2bolt's long options, which LLVM's option parser also accepts with a single dash.
@@ -245,6 +305,8 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
     "profile-format",
     "ignore-build-id",
     "pid",
+    "perfdata-jobs",
+    "pj",
 ];
 
 /// Let `pcmap perf2bolt` replace `perf2bolt` in scripts: LLVM's command line takes long options
@@ -316,6 +378,10 @@ mod llvm_option_tests {
                 "--profile-format=yaml",
                 "--pid=7"
             ]
+        );
+        assert_eq!(
+            norm(&["pcmap", "perf2bolt", "bin", "-pj", "2", "-perfdata-jobs=0"]),
+            ["pcmap", "perf2bolt", "bin", "--pj", "2", "--perfdata-jobs=0"]
         );
         // Other subcommands and values after `--` are untouched.
         assert_eq!(norm(&["pcmap", "info", "-pa"]), ["pcmap", "info", "-pa"]);
