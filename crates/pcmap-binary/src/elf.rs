@@ -350,7 +350,7 @@ impl<'data> Binary<'data> {
             .iter()
             .filter(|s| s.p_type == PT_LOAD)
             .find(|s| address >= s.vaddr && address - s.vaddr < s.file_size)
-            .map(|s| s.offset + (address - s.vaddr))
+            .and_then(|s| s.offset.checked_add(address - s.vaddr))
     }
 
     /// The virtual address at file offset `offset`, through the `PT_LOAD` segment holding it.
@@ -517,14 +517,14 @@ where
         let name_bytes = table.section_name(endian, sh).map_err(|_| {
             malformed(
                 format!("name of section {index}"),
-                strtab_offset + u64::from(sh_name),
+                strtab_offset.saturating_add(u64::from(sh_name)),
                 format!("string offset {sh_name:#x} is outside the section name table (.shstrtab, {strtab_size} bytes)"),
             )
         })?;
         let name = std::str::from_utf8(name_bytes).map_err(|_| {
             malformed(
                 format!("name of section {index}"),
-                strtab_offset + u64::from(sh_name),
+                strtab_offset.saturating_add(u64::from(sh_name)),
                 "not valid UTF-8",
             )
         })?;
@@ -730,14 +730,14 @@ where
         let raw_name = symtab.symbol_name(endian, sym).map_err(|_| {
             malformed(
                 format!("name of symbol {i}"),
-                sym_strtab_offset + u64::from(st_name),
+                sym_strtab_offset.saturating_add(u64::from(st_name)),
                 format!("string offset {st_name:#x} is outside the symbol string table ({sym_strtab_size} bytes)"),
             )
         })?;
         let name = std::str::from_utf8(raw_name).map_err(|_| {
             malformed(
                 format!("name of symbol {i}"),
-                sym_strtab_offset + u64::from(st_name),
+                sym_strtab_offset.saturating_add(u64::from(st_name)),
                 "not valid UTF-8",
             )
         })?;

@@ -381,7 +381,14 @@ mod llvm_option_tests {
         );
         assert_eq!(
             norm(&["pcmap", "perf2bolt", "bin", "-pj", "2", "-perfdata-jobs=0"]),
-            ["pcmap", "perf2bolt", "bin", "--pj", "2", "--perfdata-jobs=0"]
+            [
+                "pcmap",
+                "perf2bolt",
+                "bin",
+                "--pj",
+                "2",
+                "--perfdata-jobs=0"
+            ]
         );
         // Other subcommands and values after `--` are untouched.
         assert_eq!(norm(&["pcmap", "info", "-pa"]), ["pcmap", "info", "-pa"]);
