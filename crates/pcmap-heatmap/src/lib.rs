@@ -445,3 +445,202 @@ impl Heatmap {
             .map(|i| i + from)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcmap_profile::events::{Loc, Sample, Trace};
+
+    fn sections() -> Vec<TextSection> {
+        vec![
+            TextSection {
+                name: ".text".into(),
+                begin: 0x1000,
+                end: 0x1400,
+            },
+            TextSection {
+                name: "<odd&name>".into(),
+                begin: 0x1400,
+                end: 0x1410,
+            },
+        ]
+    }
+
+    fn trace(kind: TraceKind, branch: u64, from: u64, to: u64) -> Event<'static> {
+        Event::Trace(Trace {
+            pid: Some(1),
+            kind,
+            branch: Loc::inside(branch),
+            from: Loc::inside(from),
+            to: Loc::inside(to),
+            count: 1,
+            mispreds: 0,
+        })
+    }
+
+    #[test]
+    fn block_sizes_parse_like_llvm() {
+        assert_eq!(
+            parse_block_sizes("64,4K,256K").unwrap(),
+            [64, 4096, 262_144]
+        );
+        assert_eq!(
+            parse_block_sizes("1KiB,2mb,1G").unwrap(),
+            [1024, 2 << 20, 1 << 30]
+        );
+        for bad in ["", "64,100", "0", "4X", "5G", "64,64", "k", "4Kx"] {
+            assert!(parse_block_sizes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn branch_stacks_count_ranges_and_uncovered_ends() {
+        let mut b = HeatmapBuilder::with_sections(
+            sections(),
+            (0, 0),
+            HeatmapOptions {
+                block_sizes: vec![16],
+                ..Default::default()
+            },
+            Input::BranchStacks,
+        );
+        // One sample, newest first: 0x1100 -> 0x1200 (branch only), 0x1040 -> 0x1080 whose
+        // fall-through runs to 0x1100, then an invalid (reversed) trace seen twice.
+        b.event(&trace(TraceKind::BranchOnly, 0x1100, 0x1200, 0));
+        b.event(&trace(TraceKind::Taken, 0x1040, 0x1080, 0x1100));
+        b.event(&trace(TraceKind::Taken, 0x1300, 0x1390, 0x1010));
+        b.event(&trace(TraceKind::BranchOnly, 0x1300, 0x1390, 0));
+        b.event(&trace(TraceKind::Taken, 0x1300, 0x1390, 0x1010));
+        b.set_samples(2);
+        let h = b.finish().unwrap();
+        let m = h.buckets(16);
+        // The newest target of each sample, the oldest source of each sample, the range.
+        assert_eq!(m[&(0x1200 / 16)], 1);
+        assert_eq!(m[&(0x1390 / 16)], 1);
+        assert_eq!(m[&(0x1300 / 16)], 2);
+        assert_eq!((0x1080..=0x1100).step_by(16).count(), 9);
+        assert!((0x1080 / 16..=0x1100 / 16).all(|k| m[&k] == 1));
+        assert_eq!(h.stats().invalid_traces, 1, "distinct traces");
+        // Zoomed out: counts add up.
+        let z = h.buckets(256);
+        assert_eq!(z.values().sum::<u64>(), m.values().sum::<u64>());
+    }
+
+    #[test]
+    fn preaggregated_invalid_records_count_each_and_no_samples_is_an_error() {
+        let mut b = HeatmapBuilder::with_sections(
+            sections(),
+            (0, 0),
+            HeatmapOptions::default(),
+            Input::PreAggregated,
+        );
+        b.event(&trace(TraceKind::FallThrough, 0, 0x1200, 0x1100));
+        b.event(&trace(TraceKind::FallThrough, 0, 0x1200, 0x1100));
+        b.event(&trace(TraceKind::Taken, 0, 0x1000, 0x1000 + MAX_RANGE + 1));
+        b.event(&trace(TraceKind::BranchOnly, 0x1000, 0x1010, 0));
+        assert_eq!(b.stats().invalid_traces, 3);
+        assert!(matches!(
+            b.finish(),
+            Err(Error::NoValidTraces {
+                no_branch_stacks: false
+            })
+        ));
+        let b = HeatmapBuilder::with_sections(
+            sections(),
+            (0, 0),
+            HeatmapOptions::default(),
+            Input::BasicSamples,
+        );
+        assert!(matches!(b.finish(), Err(Error::NoSamples { basic: true })));
+    }
+
+    /// A small XML well-formedness check: balanced tags, quoted attributes, escaped text.
+    fn check_xml(doc: &str) -> usize {
+        let mut stack: Vec<&str> = Vec::new();
+        let mut rest = doc.strip_prefix("<?xml").expect("XML declaration");
+        rest = &rest[rest.find("?>").expect("end of declaration") + 2..];
+        let mut elements = 0;
+        loop {
+            let Some(open) = rest.find('<') else {
+                assert!(rest.trim().is_empty(), "text after the root: {rest}");
+                break;
+            };
+            let text = &rest[..open];
+            assert!(!text.contains('>'), "raw > in text {text:?}");
+            for (i, _) in text.match_indices('&') {
+                let ent = &text[i..];
+                assert!(
+                    ["&amp;", "&lt;", "&gt;", "&quot;", "&apos;"]
+                        .iter()
+                        .any(|e| ent.starts_with(e)),
+                    "bad entity in {text:?}"
+                );
+            }
+            let close = rest[open..].find('>').expect("unclosed tag") + open;
+            let tag = &rest[open + 1..close];
+            rest = &rest[close + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                assert_eq!(stack.pop(), Some(name), "mismatched </{name}>");
+                continue;
+            }
+            elements += 1;
+            let self_closing = tag.ends_with('/');
+            let body = tag.trim_end_matches('/');
+            let name = body.split_whitespace().next().expect("tag name");
+            // Attributes: name="value" pairs, values without '<' or '"'.
+            let mut attrs = body[name.len()..].trim();
+            while !attrs.is_empty() {
+                let eq = attrs.find("=\"").expect("attribute value is quoted");
+                let end = attrs[eq + 2..].find('"').expect("closing quote") + eq + 2;
+                assert!(!attrs[eq + 2..end].contains('<'));
+                attrs = attrs[end + 1..].trim_start();
+            }
+            if !self_closing {
+                stack.push(name);
+            }
+            if stack.is_empty() {
+                assert!(rest.trim().is_empty(), "content after the root element");
+                break;
+            }
+        }
+        assert!(stack.is_empty(), "unclosed {stack:?}");
+        elements
+    }
+
+    #[test]
+    fn svg_is_well_formed_with_one_square_per_bucket() {
+        let mut b = HeatmapBuilder::with_sections(
+            sections(),
+            (0, 0),
+            HeatmapOptions {
+                block_sizes: vec![16, 256],
+                line_size: 16,
+                ..Default::default()
+            },
+            Input::BasicSamples,
+        );
+        for (addr, count) in [(0x1000u64, 1u64), (0x1010, 50), (0x1404, 7), (0x9000, 3)] {
+            b.event(&Event::Sample(Sample {
+                pid: None,
+                at: Loc::inside(addr),
+                count,
+            }));
+        }
+        let h = b.finish().unwrap();
+        let svg = h.svg(16);
+        assert!(check_xml(&svg) > 10);
+        assert!(svg.contains("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        // One titled square per non-empty bucket, each with its address and count.
+        for needle in [
+            "0x1000-0x1010: 1 sample in .text",
+            "0x1010-0x1020: 50 samples in .text",
+            "0x1400-0x1410: 7 samples in &lt;odd&amp;name&gt;",
+            "0x9000-0x9010: 3 samples<",
+        ] {
+            assert!(svg.contains(needle), "{needle} missing");
+        }
+        // Rows far apart are separated by a gap marker.
+        assert!(svg.contains("empty lines"));
+        assert!(check_xml(&h.svg(256)) > 5);
+    }
+}

@@ -10,18 +10,22 @@ use crate::text::{range_index, ranges};
 /// Fill colors of the six count ranges, coldest first (the text map's white, white, cyan,
 /// green, yellow, red, on a light background).
 const FILLS: [&str; 6] = [
-    "#c6dbef", "#9ecae1", "#41b6c4", "#31a354", "#fec44f", "#e31a1c",
+    "#9ecae1", "#4292c6", "#41ab5d", "#fed976", "#fd8d3c", "#e31a1c",
 ];
-/// Colors that tell the text sections apart (the band left of each row).
+/// Colors that tell the text sections apart (the strip under each row).
 const SECTION_COLORS: [&str; 6] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
 ];
 
+/// Width of a bucket.
 const CELL: u64 = 4;
+/// Height of a bucket; a row is this plus the section strip and a gap.
+const CELL_H: u64 = 10;
+const STRIP: u64 = 2;
+const ROW: u64 = CELL_H + STRIP + 1;
 const LEFT: u64 = 150;
 const TOP: u64 = 70;
-const ROW_GAP: u64 = 1;
-const SKIP: u64 = 10;
+const SKIP: u64 = 14;
 
 fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -67,7 +71,7 @@ impl Heatmap {
                     body,
                     r##"<text x="{}" y="{}" class="gap">… {skipped} empty line{} …</text>"##,
                     LEFT,
-                    y + SKIP - 2,
+                    y + SKIP - 4,
                     if skipped == 1 { "" } else { "s" }
                 );
                 y += SKIP;
@@ -77,21 +81,22 @@ impl Heatmap {
                 body,
                 r##"<text x="{}" y="{}" class="addr">0x{line_addr:x}</text>"##,
                 LEFT - 8,
-                y + CELL + 2
+                y + CELL_H - 1
             );
             // The section band: which text section each bucket of the row starts in.
             let mut band: Option<(usize, u64, u64)> = None;
             let flush = |band: Option<(usize, u64, u64)>, body: &mut String| {
                 if let Some((s, from, to)) = band {
                     let sec = &self.sections[s];
+                    // Light background where the row is inside the section, its color below.
                     let _ = writeln!(
                         body,
-                        r##"<rect x="{}" y="{y}" width="{}" height="{}" fill="{}" opacity="0.25"><title>{}</title></rect>"##,
-                        LEFT + from * CELL,
-                        (to - from) * CELL,
-                        CELL,
+                        r##"<rect x="{x}" y="{y}" width="{w}" height="{CELL_H}" fill="#eeeeee"/><rect x="{x}" y="{}" width="{w}" height="{STRIP}" fill="{}"><title>{}</title></rect>"##,
+                        y + CELL_H,
                         SECTION_COLORS[s % SECTION_COLORS.len()],
-                        escape(&sec.name)
+                        escape(&sec.name),
+                        x = LEFT + from * CELL,
+                        w = (to - from) * CELL,
                     );
                 }
             };
@@ -123,14 +128,14 @@ impl Heatmap {
                     .unwrap_or_default();
                 let _ = writeln!(
                     body,
-                    r##"<rect x="{}" y="{y}" width="{CELL}" height="{CELL}" fill="{}"><title>0x{a:x}-0x{:x}: {count} sample{}{section}</title></rect>"##,
+                    r##"<rect x="{}" y="{y}" width="{CELL}" height="{CELL_H}" fill="{}"><title>0x{a:x}-0x{:x}: {count} sample{}{section}</title></rect>"##,
                     LEFT + off * CELL,
                     FILLS[level],
                     a.wrapping_add(block),
                     if count == 1 { "" } else { "s" },
                 );
             }
-            y += CELL + ROW_GAP;
+            y += ROW;
         }
 
         // Legend: count ranges, then the text sections.
@@ -163,7 +168,8 @@ impl Heatmap {
             for (i, s) in self.sections.iter().enumerate() {
                 let _ = writeln!(
                     legend,
-                    r##"<rect x="{LEFT}" y="{ly}" width="12" height="12" fill="{}" opacity="0.5"/><text x="{}" y="{}">{} 0x{:x}-0x{:x}</text>"##,
+                    r##"<rect x="{LEFT}" y="{}" width="12" height="{STRIP}" fill="{}"/><text x="{}" y="{}">{} 0x{:x}-0x{:x}</text>"##,
+                    ly + 8,
                     SECTION_COLORS[i % SECTION_COLORS.len()],
                     LEFT + 16,
                     ly + 11,
@@ -189,7 +195,7 @@ impl Heatmap {
 <rect width="100%" height="100%" fill="#ffffff"/>
 <text x="{LEFT}" y="24" class="h" font-size="14">Code heatmap</text>
 <text x="{LEFT}" y="42">{block}-byte buckets, {line_buckets} per row ({line} bytes); {n} non-empty buckets, {total} samples</text>
-<text x="{}" y="{}" class="h">address</text>"##,
+<text x="{}" y="{}" class="h addr">address</text>"##,
             LEFT - 8,
             TOP - 8,
             n = lines.values().map(Vec::len).sum::<usize>(),
