@@ -334,3 +334,60 @@ fn bad_block_sizes_are_usage_errors() {
         assert_eq!(out.status.code(), Some(2), "{}", show(bad, &out));
     }
 }
+
+#[test]
+fn bolted_binary_with_hot_text_matches_llvm_bolt_heatmap() {
+    // A binary rewritten by BOLT with `-hot-text` (`__hot_start`/`__hot_end`: the `[hot text]`
+    // row of the section table), hot code moved to a new `.text`, the original kept as
+    // `.bolt.org.text`; profiled addresses are the BOLTed binary's own (no BAT translation).
+    let bin = p1();
+    let fdata = tk::derive(&tk::derived(&bin, "heatmap.fdata"), |out| {
+        let pa = out.with_extension("pa");
+        std::fs::write(
+            &pa,
+            support::generate(&support::disassemble(&bin), 2000, 3, false),
+        )
+        .unwrap();
+        support::perf2bolt(&bin, &pa, out, &[]);
+    });
+    let bolted = tk::derive(&tk::derived(&bin, "heatmap.bolt"), |out| {
+        tk::run_ok(
+            Command::new(tk::tool("llvm-bolt"))
+                .arg(&bin)
+                .arg("-data")
+                .arg(&fdata)
+                .arg("-o")
+                .arg(out)
+                .args([
+                    "-reorder-blocks=ext-tsp",
+                    "-reorder-functions=hfsort",
+                    "-hot-text",
+                    "-split-functions",
+                    "-enable-bat",
+                ]),
+        );
+    });
+    let syms = tk::run_ok(
+        Command::new(tk::tool("llvm-readelf"))
+            .arg("-sW")
+            .arg(&bolted),
+    );
+    assert!(
+        syms.contains("__hot_start") && syms.contains("__hot_end"),
+        "{syms}"
+    );
+    let dir = tk::scratch_dir("cli-heatmap-bolted");
+    let prof = dir.join("prof.pa");
+    std::fs::write(
+        &prof,
+        support::generate(&support::disassemble(&bolted), 2000, 4, true),
+    )
+    .unwrap();
+    let p = prof.to_str().unwrap();
+    differential(&bolted, &dir, &["--pa", "-p", p], &[64, 4096, 262_144]);
+    let hot = std::fs::read_to_string(dir.join("theirs/hm-section-hotness.csv")).unwrap();
+    assert!(
+        hot.contains("[hot text], ") && hot.contains(".bolt.org.text, "),
+        "{hot}"
+    );
+}
