@@ -71,7 +71,7 @@ pub struct HeatmapOptions {
     /// Highest address counted (`--max-address`, default 0xffffffff); above 32 bits, addresses
     /// are printed with 16 hex digits.
     pub max_address: u64,
-    /// Buckets per text line (`--line-size`, default 256).
+    /// Buckets per text line (`--line-size`, default 256; the work per line grows with it).
     pub line_size: u64,
     /// List the text sections and their letters in the legend (`--print-mappings`).
     pub print_mappings: bool,

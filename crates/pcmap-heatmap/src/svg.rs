@@ -44,8 +44,17 @@ fn escape(s: &str) -> String {
 }
 
 impl Heatmap {
-    /// The map at `block_size` as a standalone SVG document.
+    /// The map at `block_size` as a standalone SVG document (an XML declaration, then
+    /// [`Heatmap::svg_element`]).
     pub fn svg(&self, block_size: u64) -> String {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n{}",
+            self.svg_element(block_size)
+        )
+    }
+
+    /// The map at `block_size` as one `<svg>` element, to embed in an HTML page.
+    pub fn svg_element(&self, block_size: u64) -> String {
         let block = block_size.max(1);
         let line_buckets = self.opts.line_size.max(1);
         let line = line_buckets.saturating_mul(block);
@@ -189,8 +198,7 @@ impl Heatmap {
         let mut svg = String::new();
         let _ = writeln!(
             svg,
-            r##"<?xml version="1.0" encoding="UTF-8"?>
-<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">
+            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">
 <style>.addr{{text-anchor:end}} .gap{{fill:#777;font-style:italic}} .h{{font-weight:bold}} text{{fill:#222}}</style>
 <rect width="100%" height="100%" fill="#ffffff"/>
 <text x="{LEFT}" y="24" class="h" font-size="14">Code heatmap</text>

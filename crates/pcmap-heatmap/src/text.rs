@@ -206,7 +206,10 @@ impl Heatmap {
                 } else {
                     p.out.write_all(b" ")?;
                 }
-                i += block;
+                match i.checked_add(block) {
+                    Some(n) => i = n,
+                    None => break,
+                }
             }
             p.out.write_all(b"\n")?;
         }
