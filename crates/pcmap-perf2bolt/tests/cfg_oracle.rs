@@ -22,7 +22,11 @@ struct BoltFunction {
 }
 
 fn bolt_cfgs(bin: &std::path::Path) -> BTreeMap<u64, (String, BoltFunction)> {
-    let out_bin = tk::scratch_dir("cfg-oracle").join("out.bolt");
+    // One scratch directory per call: the tests run in parallel and a scratch directory is
+    // emptied when it is handed out.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out_bin = tk::scratch_dir(&format!("cfg-oracle-{n}")).join("out.bolt");
     let text = tk::run_ok(
         Command::new(tk::tool("llvm-bolt"))
             .arg(bin)

@@ -31,12 +31,15 @@ enum Command {
     Inline(cmd::inline::Args),
     Symbolize(cmd::symbolize::Args),
     Explain(cmd::explain::Args),
+    Heatmap(cmd::heatmap::Args),
     Trace(cmd::trace::Args),
 }
 
 fn main() {
-    let cli = Cli::parse_from(cmd::symbolize::normalize_llvm_options(
-        cmd::perf2bolt::normalize_llvm_options(std::env::args_os().collect()),
+    let cli = Cli::parse_from(cmd::heatmap::normalize_llvm_options(
+        cmd::symbolize::normalize_llvm_options(cmd::perf2bolt::normalize_llvm_options(
+            std::env::args_os().collect(),
+        )),
     ));
     let result = match cli.command {
         Command::Info(args) => cmd::info::run(args),
@@ -48,6 +51,7 @@ fn main() {
         Command::Inline(args) => cmd::inline::run(args),
         Command::Symbolize(args) => cmd::symbolize::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Heatmap(args) => cmd::heatmap::run(args),
         Command::Trace(args) => cmd::trace::run(args),
     };
     if let Err(err) = result {

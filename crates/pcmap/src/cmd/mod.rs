@@ -3,6 +3,7 @@
 pub mod bat;
 pub mod bbmap;
 pub mod explain;
+pub mod heatmap;
 pub mod info;
 pub mod inline;
 pub mod inline_btf;

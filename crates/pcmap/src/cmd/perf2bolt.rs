@@ -71,7 +71,8 @@ const MISMATCH_WARNING: &str = "\n !! WARNING !! This high mismatch ratio indica
      probably not the same binary used during profiling collection. The generated data may be \
      ineffective for improving performance\n";
 
-fn pct(num: u64, den: u64) -> String {
+/// perf2bolt's " (12.3%)" after a count (nothing when the total is 0).
+pub fn pct(num: u64, den: u64) -> String {
     if den == 0 {
         return String::new();
     }
@@ -314,7 +315,17 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
 /// short options (`-pa` as `-p a`). Rewrite those to their `--` form; everything else, including
 /// the real short options `-p`, `-o`, `-w`, is left alone, and nothing after `--` is touched.
 pub fn normalize_llvm_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    if args.get(1).and_then(|a| a.to_str()) != Some("perf2bolt") {
+    normalize_llvm_long_options(args, "perf2bolt", LLVM_LONG_OPTIONS)
+}
+
+/// [`normalize_llvm_options`] for subcommand `subcommand` whose LLVM long options are `names`
+/// (other subcommands that replace an LLVM tool share it).
+pub fn normalize_llvm_long_options(
+    args: Vec<std::ffi::OsString>,
+    subcommand: &str,
+    names: &[&str],
+) -> Vec<std::ffi::OsString> {
+    if args.get(1).and_then(|a| a.to_str()) != Some(subcommand) {
         return args;
     }
     let mut out = Vec::with_capacity(args.len());
@@ -327,9 +338,7 @@ pub fn normalize_llvm_options(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::Os
             }
             Some(s) if i > 1 && !rest && s.starts_with('-') && !s.starts_with("--") => {
                 let name = s[1..].split('=').next().unwrap_or("");
-                LLVM_LONG_OPTIONS
-                    .contains(&name)
-                    .then(|| format!("-{s}").into())
+                names.contains(&name).then(|| format!("-{s}").into())
             }
             _ => None,
         };
