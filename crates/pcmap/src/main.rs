@@ -31,6 +31,7 @@ enum Command {
     Inline(cmd::inline::Args),
     Symbolize(cmd::symbolize::Args),
     Explain(cmd::explain::Args),
+    Report(cmd::report::Args),
     Trace(cmd::trace::Args),
 }
 
@@ -48,6 +49,7 @@ fn main() {
         Command::Inline(args) => cmd::inline::run(args),
         Command::Symbolize(args) => cmd::symbolize::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Report(args) => cmd::report::run(args),
         Command::Trace(args) => cmd::trace::run(args),
     };
     if let Err(err) = result {

@@ -9,5 +9,6 @@ pub mod inline_btf;
 pub mod merge_fdata;
 pub mod perf2bolt;
 pub mod propeller;
+pub mod report;
 pub mod symbolize;
 pub mod trace;

@@ -1,7 +1,7 @@
 //! `pcmap perf2bolt`: aggregate a profile against a binary into BOLT's fdata, with perf2bolt 22's
 //! options, semantics and printed statistics.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -90,6 +90,48 @@ fn write_outputs(
     Ok(n)
 }
 
+/// The BAT table of a BOLT-optimized binary (`.note.bolt_bat`), if it has one.
+pub fn bat_table(binary: &Binary<'_>, path: &Path) -> Result<Option<pcmap_bat::BatTable>> {
+    let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) else {
+        return Ok(None);
+    };
+    let section = binary
+        .section_data(section)
+        .with_context(|| format!("reading .note.bolt_bat of {}", path.display()))?;
+    let table = pcmap_bat::BatTable::parse(&section)
+        .with_context(|| format!("decoding .note.bolt_bat of {}", path.display()))?;
+    Ok(Some(table))
+}
+
+/// Parse a pre-aggregated profile (with a progress bar); errors name the file, line and column.
+pub fn read_preaggregated(data: &[u8], path: &Path) -> Result<preagg::PreAggregated> {
+    let bar = crate::progress::bytes(data.len() as u64, "reading profile");
+    let parsed = preagg::parse(data, &|n| bar.inc(n)).map_err(|e| match e {
+        pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
+            "{}:{p} (pre-aggregated profile line {}, column {})",
+            path.display(),
+            p.pos.line,
+            p.pos.column
+        ),
+        e => anyhow::Error::new(e).context(format!("reading {}", path.display())),
+    })?;
+    bar.finish_and_clear();
+    Ok(parsed)
+}
+
+/// Read perf.data (`data`, from `path`) of `binary` (from `binary_path`) as perf2bolt does.
+pub fn read_perf_data(
+    binary: &Binary<'_>,
+    binary_path: &Path,
+    data: &[u8],
+    path: &Path,
+    opts: &PerfOptions,
+) -> Result<(preagg::PreAggregated, pcmap_profile::events::PerfStats)> {
+    let desc =
+        pcmap_bbmap::profile::binary_desc(binary, binary_path.as_os_str().as_encoded_bytes());
+    preagg::read_perf_data(data, &desc, opts).with_context(|| format!("reading {}", path.display()))
+}
+
 pub fn run(args: Args) -> Result<()> {
     // The binary is parsed once; everything below borrows this model.
     let bin_file = MappedFile::open(&args.binary)
@@ -100,16 +142,7 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("reading {}", args.binary.display()))?;
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
-    let bat = if let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) {
-        let section = binary
-            .section_data(section)
-            .with_context(|| format!("reading .note.bolt_bat of {}", args.binary.display()))?;
-        let table = pcmap_bat::BatTable::parse(&section)
-            .with_context(|| format!("decoding .note.bolt_bat of {}", args.binary.display()))?;
-        Some(table)
-    } else {
-        None
-    };
+    let bat = bat_table(&binary, &args.binary)?;
     let bolted = bat.is_some();
 
     let prof_file = MappedFile::open(&args.profile)
@@ -125,33 +158,21 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let parsed = if args.pre_aggregated {
-        let bar = crate::progress::bytes(prof_map.len() as u64, "reading profile");
-        let parsed = preagg::parse(prof_map, &|n| bar.inc(n)).map_err(|e| match e {
-            pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
-                "{}:{p} (pre-aggregated profile line {}, column {})",
-                args.profile.display(),
-                p.pos.line,
-                p.pos.column
-            ),
-            e => anyhow::Error::new(e).context(format!("reading {}", args.profile.display())),
-        })?;
-        bar.finish_and_clear();
+        let parsed = read_preaggregated(prof_map, &args.profile)?;
         say(format!(
             "PERF2BOLT: read {} aggregated brstack entries",
             parsed.entries
         ));
         parsed
     } else {
-        let desc =
-            pcmap_bbmap::profile::binary_desc(&binary, args.binary.as_os_str().as_encoded_bytes());
         let opts = PerfOptions {
             basic: args.basic_events,
             pid: args.pid,
             ignore_build_id: args.ignore_build_id,
             sample_ips: false,
         };
-        let (parsed, stats) = preagg::read_perf_data(prof_map, &desc, &opts)
-            .with_context(|| format!("reading {}", args.profile.display()))?;
+        let (parsed, stats) =
+            read_perf_data(&binary, &args.binary, prof_map, &args.profile, &opts)?;
         if args.basic_events {
             say(format!(
                 "PERF2BOLT: read {} basic samples",
