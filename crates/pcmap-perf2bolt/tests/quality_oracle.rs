@@ -57,35 +57,6 @@ fn example_profile_quality_matches_llvm_bolt() {
     assert_eq!(ours, expected);
 }
 
-/// Pre-aggregated traces that follow `bin`'s real control flow (llvm-objdump's disassembly):
-/// each record takes a real branch and falls through to the next jump or return, so most
-/// functions get a profile llvm-bolt accepts as valid (random records make almost every
-/// profile invalid, and then llvm-bolt prints no figures).
-fn control_flow_profile(bin: &Path, n: usize, seed: u64) -> String {
-    let code = support::Code::of(bin);
-    let branches = code.branches();
-    let mut state = seed;
-    let mut rnd = |n: usize| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 33) % n as u64) as usize
-    };
-    let mut out = String::from("E cycles\n");
-    for _ in 0..n {
-        let b = branches[rnd(branches.len())];
-        let Some(t) = b.target else { continue };
-        let count = 1 + rnd(1000);
-        match code.next_control_flow(t) {
-            Some(end) if rnd(8) != 0 => {
-                out.push_str(&format!("T {:x} {t:x} {:x} {count}\n", b.addr, end.addr))
-            }
-            _ => out.push_str(&format!("B {:x} {t:x} {count} 0\n", b.addr)),
-        }
-    }
-    out
-}
-
 #[test]
 fn control_flow_profiles_quality_matches_llvm_bolt() {
     let many = tk::many_functions_source(300);
@@ -109,7 +80,7 @@ fn control_flow_profiles_quality_matches_llvm_bolt() {
     for (name, srcs, flags) in fixtures {
         let bin = tk::build(name, srcs, flags);
         for seed in 1..4 {
-            let text = control_flow_profile(&bin, 400 * seed as usize, seed);
+            let text = support::control_flow_profile(&bin, 400 * seed as usize, seed);
             let (ours, expected) = both(&bin, &format!("cf-{name}-{seed}"), &text);
             eprintln!("{name} {seed}: {expected:?}");
             assert_eq!(ours, expected, "{name} seed {seed}");

@@ -1,0 +1,295 @@
+//! `pcmap report` checked in a real browser and against the oracles: headless Chromium (Debian
+//! package `chromium`) loads the page without console or script errors, its screenshot is not
+//! blank, and its DOM lists the hottest functions expected from the fdata perf2bolt 22 writes for
+//! the same profile; the JSON twin's per-function counts equal that fdata's (each record counted
+//! under the function it is written for: its source, or its target for entries from unknown
+//! code), its quality line equals the one llvm-bolt 22 prints reading that fdata, and on a binary
+//! BOLTed with `--enable-bat` the names are the functions before BOLT.
+
+#[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pcmap_testkit::{self as tk, bolt_with_instrumentation, build, run_ok, tool};
+use serde_json::Value;
+
+/// Headless Chromium; the test fails (it does not pass silently) when it is missing.
+fn chromium() -> PathBuf {
+    for name in ["chromium", "chromium-browser"] {
+        for dir in ["/usr/bin", "/usr/local/bin", "/snap/bin"] {
+            let p = Path::new(dir).join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "headless Chromium is needed for the browser check of `pcmap report`: install the Debian \
+         package `chromium` (scripts/install-test-deps does)"
+    );
+}
+
+/// Run Chromium headless on `page` with a fresh profile directory, logging to stderr, bounded
+/// by `timeout`; `mode` is `--dump-dom` or `--screenshot=...`.
+fn run_chromium(page: &Path, dir: &Path, mode: &str) -> Output {
+    let profile = dir.join(format!("chromium-profile-{}", mode.len()));
+    let _ = std::fs::remove_dir_all(&profile);
+    let mut cmd = Command::new("timeout");
+    cmd.arg("180")
+        .arg(chromium())
+        .args([
+            "--headless",
+            "--disable-gpu",
+            // Tests run as root in CI containers, where Chromium's sandbox cannot start.
+            "--no-sandbox",
+            "--no-first-run",
+            "--disable-extensions",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1200,1600",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(mode)
+        .arg(format!("file://{}", page.display()));
+    let out = tk::run(&mut cmd);
+    tk::assert_success("chromium", &out);
+    let _ = std::fs::remove_dir_all(&profile);
+    out
+}
+
+/// Console messages and uncaught errors Chromium logged while loading the page.
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
+
+/// Per-function counts of an fdata file: each record under the function it is written for (its
+/// source function, or the target for `0 [unknown]` entries). Names are unescaped.
+fn fdata_counts(fdata: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in fdata.lines() {
+        if line == "boltedcollection" || line.starts_with("no_lbr") {
+            continue;
+        }
+        // Split on unescaped spaces.
+        let mut fields: Vec<String> = vec![String::new()];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some(n) = chars.next() {
+                        fields.last_mut().unwrap().push(n);
+                    }
+                }
+                ' ' => fields.push(String::new()),
+                c => fields.last_mut().unwrap().push(c),
+            }
+        }
+        assert_eq!(fields.len(), 8, "fdata line {line:?}");
+        let name = if fields[0] == "0" {
+            &fields[4]
+        } else {
+            &fields[1]
+        };
+        *out.entry(name.clone()).or_default() += fields[7].parse::<u64>().unwrap();
+    }
+    out
+}
+
+/// The hottest functions of `counts` (count, then name), at most `n`.
+fn hottest(counts: &BTreeMap<String, u64>, n: usize) -> Vec<String> {
+    let mut v: Vec<(&String, &u64)> = counts.iter().collect();
+    v.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    v.into_iter().take(n).map(|(k, _)| k.clone()).collect()
+}
+
+/// The names in the page's hottest-function table, in order.
+fn dom_hottest(dom: &str) -> Vec<String> {
+    let section = dom
+        .split("<section id=\"hottest\">")
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .expect("the page has a hottest-functions section");
+    section
+        .split("<td class=\"name\"><code>")
+        .skip(1)
+        .filter_map(|s| s.split("</code>").next())
+        .map(|s| {
+            s.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&#39;", "'")
+                .replace("&amp;", "&")
+        })
+        .collect()
+}
+
+/// Decode a PNG screenshot and count its distinct colours.
+fn distinct_colours(png_path: &Path) -> usize {
+    let file = std::fs::File::open(png_path).expect("screenshot written");
+    let decoder = png::Decoder::new(std::io::BufReader::new(file));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("PNG size")];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    let bytes = &buf[..info.buffer_size()];
+    let step = info.color_type.samples() * usize::from(info.bit_depth as u8).div_ceil(8);
+    let mut colours: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for px in bytes.chunks_exact(step) {
+        colours.insert(px);
+    }
+    colours.len()
+}
+
+/// Report on `bin` for the pre-aggregated `profile`; checks the page in Chromium and the JSON
+/// against perf2bolt 22's fdata. Returns (the JSON, perf2bolt's fdata).
+fn check(bin: &Path, tag: &str, profile: &str) -> (Value, String) {
+    let dir = tk::scratch_dir(&format!("cli-report-{tag}"));
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, profile).unwrap();
+    let (fdata, _) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), &[]);
+    let expected = fdata_counts(&fdata);
+    assert!(expected.len() >= 3, "perf2bolt profiled too few functions");
+
+    let html = dir.join("report.html");
+    let json_path = dir.join("report.json");
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("report")
+            .arg(bin)
+            .arg("-p")
+            .arg(&prof)
+            .arg("--pa")
+            .arg("-o")
+            .arg(&html)
+            .arg("--json")
+            .arg(&json_path),
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+
+    // The JSON twin's numbers are the fdata's.
+    let ours: BTreeMap<String, u64> = json["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ours, expected, "per-function counts, see {}", dir.display());
+    assert_eq!(
+        json["total"].as_u64().unwrap(),
+        expected.values().sum::<u64>()
+    );
+
+    // The browser: no console or script errors, the expected hottest functions in the DOM.
+    let dom_run = run_chromium(&html, &dir, "--dump-dom");
+    let stderr = String::from_utf8_lossy(&dom_run.stderr);
+    assert_eq!(
+        console_errors(&stderr),
+        Vec::<&str>::new(),
+        "console errors"
+    );
+    let dom = String::from_utf8_lossy(&dom_run.stdout);
+    assert!(
+        dom.contains("<pre id=\"script-errors\"></pre>"),
+        "script errors recorded in the page: {}",
+        dom.split("script-errors").nth(1).unwrap_or("")
+    );
+    let want = hottest(&expected, 10);
+    let shown = dom_hottest(&dom);
+    assert_eq!(
+        shown[..want.len()],
+        want[..],
+        "hottest functions in the DOM, see {}",
+        html.display()
+    );
+
+    // The screenshot is not blank: a page of text, bars and heat colours has many colours.
+    let shot = dir.join("report.png");
+    let shot_run = run_chromium(&html, &dir, &format!("--screenshot={}", shot.display()));
+    let stderr = String::from_utf8_lossy(&shot_run.stderr);
+    assert_eq!(
+        console_errors(&stderr),
+        Vec::<&str>::new(),
+        "console errors"
+    );
+    let colours = distinct_colours(&shot);
+    assert!(
+        colours > 20,
+        "the screenshot has {colours} colours: blank? see {}",
+        shot.display()
+    );
+    (json, fdata)
+}
+
+#[test]
+fn report_of_generated_program_in_browser() {
+    let src = tk::many_functions_source(150);
+    let bin = build(
+        "report-many",
+        &[src.to_str().unwrap()],
+        &["-O2", "-g", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+    );
+    let profile = support::control_flow_profile(&bin, 3000, 11);
+    let (json, fdata) = check(&bin, "many", &profile);
+    assert_eq!(json["bolted"], false);
+    // BOLT's figures: the line llvm-bolt 22 prints for perf2bolt's fdata.
+    let dir = tk::scratch_dir("cli-report-many-bolt");
+    let fdata_path = dir.join("p2b.fdata");
+    std::fs::write(&fdata_path, &fdata).unwrap();
+    let out = run_ok(
+        Command::new(tool("llvm-bolt"))
+            .arg(&bin)
+            .arg(format!("-data={}", fdata_path.display()))
+            .arg("-o")
+            .arg(dir.join("out.bolt")),
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
+        .expect("llvm-bolt printed quality figures");
+    assert_eq!(json["quality"]["bolt_line"].as_str(), Some(line));
+    // Block heat was drawn for the hottest functions with a CFG.
+    assert!(
+        json["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["cfg"].is_object())
+    );
+}
+
+const BOLT_FLAGS: &[&str] = &[
+    "--enable-bat",
+    "-reorder-blocks=ext-tsp",
+    "-reorder-functions=cdsort",
+    "-split-functions",
+    "-split-all-cold",
+];
+
+#[test]
+fn report_of_bolted_binary_names_functions_before_bolt() {
+    // The BAT fixture of `bat.rs` and `perf2bolt_bat.rs` (same cache entries).
+    let binary = build(
+        "bat-loops",
+        &["bat/loops.c"],
+        &["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+    );
+    let bolted = bolt_with_instrumentation(&binary, &["300000", "18"], BOLT_FLAGS);
+    let funcs = support::disassemble(&bolted);
+    let profile = support::generate(&funcs, 3000, 21, false);
+    let (json, fdata) = check(&bolted, "bat", &profile);
+    assert!(
+        fdata.starts_with("boltedcollection\n"),
+        "perf2bolt used BAT"
+    );
+    assert_eq!(json["bolted"], true);
+}
