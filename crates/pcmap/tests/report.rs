@@ -293,3 +293,115 @@ fn report_of_bolted_binary_names_functions_before_bolt() {
     );
     assert_eq!(json["bolted"], true);
 }
+
+/// llvm-symbolizer 22's inline frames (`--inlining`, JSON) of `addresses` in `bin`: for each
+/// address, the function names of every frame but the outermost (the inlined callees).
+fn inlined_callees(bin: &Path, addresses: &[u64]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new(tool("llvm-symbolizer"));
+    cmd.arg("--inlining")
+        .arg("--output-style=JSON")
+        .arg(format!("--obj={}", bin.display()));
+    for a in addresses {
+        cmd.arg(format!("{a:#x}"));
+    }
+    let out = run_ok(&mut cmd);
+    let all: Value = serde_json::from_str(&out).expect("llvm-symbolizer JSON");
+    all.as_array()
+        .expect("one JSON array for the command-line addresses")
+        .iter()
+        .map(|v| {
+            let frames = v["Symbol"].as_array().unwrap();
+            frames[..frames.len().saturating_sub(1)]
+                .iter()
+                .map(|f| f["FunctionName"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn report_attributes_counts_to_inlined_callees_like_llvm_symbolizer() {
+    let bin = build(
+        "report-inline",
+        &["inline/inline.c"],
+        &["-O2", "-g", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+    );
+    let profile = support::control_flow_profile(&bin, 3000, 5);
+    let dir = tk::scratch_dir("cli-report-inline");
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, &profile).unwrap();
+    let (fdata, _) = support::perf2bolt(&bin, &prof, &dir.join("p2b.fdata"), &[]);
+    let json_path = dir.join("report.json");
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("report")
+            .arg(&bin)
+            .args(["--pa", "-p"])
+            .arg(&prof)
+            .arg("-o")
+            .arg(dir.join("report.html"))
+            .arg("--json")
+            .arg(&json_path),
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    // Function addresses from llvm-nm (BOLT's `name/N` names local functions).
+    let nm = run_ok(
+        Command::new(tool("llvm-nm"))
+            .arg("--defined-only")
+            .arg(&bin),
+    );
+    let mut by_name: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for l in nm.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 3 && matches!(f[1], "t" | "T") {
+            by_name
+                .entry(f[2].to_string())
+                .or_default()
+                .push(u64::from_str_radix(f[0], 16).unwrap());
+        }
+    }
+    // The counted addresses: the source of every fdata record (not entries from unknown code).
+    let mut weighted: Vec<(u64, u64)> = Vec::new();
+    for line in fdata.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() != 8 || f[0] != "1" {
+            continue;
+        }
+        let base = f[1].split('/').next().unwrap();
+        // PLT entries have no symbol (and no DWARF).
+        let Some(addrs) = by_name.get(base) else {
+            assert!(f[1].contains("PLT"), "no symbol for {}", f[1]);
+            continue;
+        };
+        assert_eq!(addrs.len(), 1, "{base} is not unique in the fixture");
+        weighted.push((
+            addrs[0] + u64::from_str_radix(f[2], 16).unwrap(),
+            f[7].parse().unwrap(),
+        ));
+    }
+    let frames = inlined_callees(&bin, &weighted.iter().map(|w| w.0).collect::<Vec<_>>());
+    assert_eq!(frames.len(), weighted.len());
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for ((_, count), callees) in weighted.iter().zip(&frames) {
+        let mut seen: Vec<&String> = Vec::new();
+        for c in callees {
+            if !seen.contains(&c) {
+                seen.push(c);
+                *expected.entry(c.clone()).or_default() += count;
+            }
+        }
+    }
+    assert!(expected.len() >= 3, "too few inlined callees were hit");
+    let ours: BTreeMap<String, u64> = json["inline"]
+        .as_array()
+        .expect("an inline section for a binary with DWARF")
+        .iter()
+        .map(|i| {
+            (
+                i["callee"].as_str().unwrap().to_string(),
+                i["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ours, expected, "see {}", dir.display());
+}
