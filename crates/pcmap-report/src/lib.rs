@@ -6,7 +6,7 @@
 //! ([`pcmap_perf2bolt::quality::read_branch_profile`]) and BOLT's profile-quality figures — plus
 //! optional sections: samples attributed to inlined callees ([`inline_hotness`], from the DWARF
 //! frames of `pcmap-inline`) and the share of the profile that is stale for a new build
-//! ([`staleness`], from BOLT's block hashes). [`html::write`] renders it as one self-contained
+//! ([`staleness`], from BOLT's function hashes). [`html::write`] renders it as one self-contained
 //! page (inline CSS and SVG, no external resource); the report serializes to JSON (serde) as the
 //! page's twin for scripts.
 //!
@@ -165,7 +165,7 @@ pub struct Staleness {
     pub new_binary: String,
     /// Sum of the counts of all profiled functions.
     pub total: u64,
-    /// Count in functions whose block hashes changed.
+    /// Count in functions whose hash changed.
     pub changed: u64,
     /// Count in functions the new binary does not have (by name).
     pub missing: u64,
@@ -515,11 +515,12 @@ pub fn inline_hotness(
     Ok(out)
 }
 
-/// The stale share of `report`'s profile for a new build: each profiled function of `old`
-/// (by its index in `old`'s functions, name as in the report) is looked up by name in `new`;
-/// its profile is stale when `new` has no such function or BOLT's block hashes of the two
-/// differ (`pcmap_perf2bolt::block_hash`; both aggregators must keep decoded instructions,
-/// [`Aggregator::with_hashing`]). BOLTed binaries: not supported (returns `None`).
+/// The stale share of `report`'s profile for a new build: each profiled function of `old` is
+/// looked up by name in `new`; its profile is stale when `new` has no such function, or when
+/// BOLT's hash of the two differs (`pcmap_perf2bolt::block_hash::function_hash`, the `hash` of
+/// perf2bolt's YAML profiles, which llvm-bolt checks before it uses a function's profile). Both
+/// aggregators must keep decoded instructions ([`Aggregator::with_hashing`]). BOLTed binaries:
+/// not supported (returns `None`).
 pub fn staleness(
     report: &Report,
     old: &Aggregator<'_, '_>,
@@ -544,14 +545,13 @@ pub fn staleness(
     }
     let old_ctx = block_hash::Context::new(old.image());
     let new_ctx = block_hash::Context::new(new.image());
-    let hashes = |ctx: &block_hash::Context<'_, '_>, agg: &Aggregator<'_, '_>, i: usize| {
+    let hash = |ctx: &block_hash::Context<'_, '_>, agg: &Aggregator<'_, '_>, i: usize| {
         let f = &agg.image().functions()[i];
         if f.kind != FunctionKind::Regular {
             return None;
         }
         let cfg = agg.cfg(i);
-        // Full hashes: the offsets in them matter, fdata profiles are offset-based.
-        cfg.simple.then(|| block_hash::block_hashes(ctx, f, cfg).0)
+        cfg.simple.then(|| block_hash::function_hash(ctx, f, cfg).0)
     };
     let mut out = Staleness {
         new_binary: new_binary.to_string(),
@@ -569,7 +569,7 @@ pub fn staleness(
         let status = match new_by_name.get(fh.name.as_str()) {
             None => Some("missing"),
             Some(&ni) => {
-                let (a, b) = (hashes(&old_ctx, old, oi), hashes(&new_ctx, new, ni));
+                let (a, b) = (hash(&old_ctx, old, oi), hash(&new_ctx, new, ni));
                 (a != b).then_some("changed")
             }
         };

@@ -405,3 +405,124 @@ fn report_attributes_counts_to_inlined_callees_like_llvm_symbolizer() {
         .collect();
     assert_eq!(ours, expected, "see {}", dir.display());
 }
+
+/// `(name, hash)` of every function of a perf2bolt YAML profile.
+fn yaml_hashes(yaml: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut name: Option<String> = None;
+    for l in yaml.lines() {
+        let t = l.trim_start();
+        if let Some(n) = t.strip_prefix("- name:") {
+            name = Some(n.trim().trim_matches('\'').to_string());
+        } else if let Some(h) = t.strip_prefix("hash:")
+            && l.starts_with("    hash:")
+            && let Some(n) = name.take()
+        {
+            out.insert(n, h.trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn report_stale_share_follows_perf2bolt_function_hashes() {
+    // v2 changes the code of f7 and f10 (other instructions) and drops f14 (renamed).
+    let v1_src = tk::many_functions_source(30);
+    let v1_text = std::fs::read_to_string(&v1_src).unwrap();
+    let v2_text = v1_text
+        .replace("a += k * 7;", "a += k / 7 + x;")
+        .replace("a += k * 10;", "a += k / 10 + x;")
+        .replace("f14", "g14");
+    assert_ne!(v1_text, v2_text);
+    let v2_src = tk::generated_source("report-stale-v2.c", &v2_text);
+    let flags = &["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
+    let v1 = build("report-stale-v1", &[v1_src.to_str().unwrap()], flags);
+    let v2 = build("report-stale-v2", &[v2_src.to_str().unwrap()], flags);
+    let dir = tk::scratch_dir("cli-report-stale");
+    // The oracle: perf2bolt 22's YAML hashes of both builds (profiles touching every function).
+    let prof1 = dir.join("v1.pa");
+    std::fs::write(&prof1, support::control_flow_profile(&v1, 3000, 3)).unwrap();
+    let (fdata, _) = support::perf2bolt(
+        &v1,
+        &prof1,
+        &dir.join("v1.fdata"),
+        &["-w", dir.join("v1.yaml").to_str().unwrap()],
+    );
+    let prof2 = dir.join("v2.pa");
+    std::fs::write(
+        &prof2,
+        support::generate(&support::disassemble(&v2), 20000, 4, false),
+    )
+    .unwrap();
+    support::perf2bolt(
+        &v2,
+        &prof2,
+        &dir.join("v2.fdata"),
+        &["-w", dir.join("v2.yaml").to_str().unwrap()],
+    );
+    let h1 = yaml_hashes(&std::fs::read_to_string(dir.join("v1.yaml")).unwrap());
+    let h2 = yaml_hashes(&std::fs::read_to_string(dir.join("v2.yaml")).unwrap());
+    let nm = run_ok(Command::new(tool("llvm-nm")).arg("--defined-only").arg(&v2));
+    let v2_names: Vec<&str> = nm
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let counts = fdata_counts(&fdata);
+    let mut expected: BTreeMap<String, (u64, &str)> = BTreeMap::new();
+    for (name, hash) in &h1 {
+        let Some(&count) = counts.get(name) else {
+            continue;
+        };
+        match h2.get(name) {
+            Some(h) if h != hash => {
+                expected.insert(name.clone(), (count, "changed"));
+            }
+            Some(_) => {}
+            None => {
+                // BOLT names local functions `name/N`.
+                let base = name.split('/').next().unwrap();
+                assert!(!v2_names.contains(&base), "v2's profile misses {name}");
+                expected.insert(name.clone(), (count, "missing"));
+            }
+        }
+    }
+    assert!(expected.values().any(|e| e.1 == "missing"), "{expected:?}");
+    assert!(
+        expected.values().filter(|e| e.1 == "changed").count() >= 2,
+        "{expected:?}"
+    );
+
+    let json_path = dir.join("report.json");
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("report")
+            .arg(&v1)
+            .args(["--pa", "-p"])
+            .arg(&prof1)
+            .arg("-o")
+            .arg(dir.join("report.html"))
+            .arg("--json")
+            .arg(&json_path)
+            .arg("--new-binary")
+            .arg(&v2),
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let stale = &json["stale"];
+    let ours: BTreeMap<String, (u64, &str)> = stale["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                (f["count"].as_u64().unwrap(), f["status"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(ours, expected, "see {}", dir.display());
+    let total: u64 = counts.values().sum();
+    let stale_count: u64 = expected.values().map(|e| e.0).sum();
+    assert_eq!(stale["total"].as_u64(), Some(total));
+    let share = stale["stale_share"].as_f64().unwrap();
+    assert!((share - stale_count as f64 / total as f64).abs() < 1e-12);
+}
