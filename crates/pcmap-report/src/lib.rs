@@ -472,9 +472,17 @@ pub fn inline_hotness(
     symbolizer: &pcmap_inline::symbolize::Symbolizer<'_>,
     addresses: &[(u64, u64)],
 ) -> Result<Vec<InlineHeat>> {
+    // Each distinct address is symbolized once.
+    let mut merged: FxHashMap<u64, u64> = FxHashMap::default();
+    for &(a, c) in addresses {
+        let e = merged.entry(a).or_default();
+        *e = e.wrapping_add(c);
+    }
+    let mut merged: Vec<(u64, u64)> = merged.into_iter().collect();
+    merged.sort_unstable();
     let mut callees: FxHashMap<String, (u64, FxHashMap<String, u64>)> = FxHashMap::default();
     let mut total = 0u64;
-    for &(a, c) in addresses {
+    for (a, c) in merged {
         let frames = symbolizer.frames(a, true)?;
         total = total.wrapping_add(c);
         let mut seen: Vec<&str> = Vec::new();
