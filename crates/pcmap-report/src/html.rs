@@ -133,6 +133,7 @@ fn hottest(h: &mut String, r: &Report) {
             ""
         }
     );
+    let max_share = r.functions.iter().map(|f| f.share).fold(0.0f64, f64::max);
     for (i, f) in r.functions.iter().take(50).enumerate() {
         let _ = writeln!(
             h,
@@ -149,7 +150,11 @@ fn hottest(h: &mut String, r: &Report) {
             } else {
                 String::new()
             },
-            (f.share * 200.0).max(1.0)
+            if max_share > 0.0 {
+                (f.share / max_share * 200.0).max(1.0)
+            } else {
+                1.0
+            }
         );
     }
     h.push_str("</table>");

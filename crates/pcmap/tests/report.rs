@@ -252,6 +252,7 @@ fn report_of_generated_program_in_browser() {
             .arg("-o")
             .arg(dir.join("out.bolt")),
     );
+    let _ = std::fs::remove_file(dir.join("out.bolt"));
     let line = out
         .lines()
         .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
