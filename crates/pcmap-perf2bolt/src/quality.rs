@@ -36,9 +36,9 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::aggregate::{Aggregator, BranchProfile, Loc};
+use crate::aggregate::{Aggregator, BranchProfile, Loc, RecordKey};
 use crate::cfg::{Cfg, Flow, Insn};
-use pcmap_binary::bolt::FunctionKind;
+use pcmap_binary::bolt::{BoltFunctions, FunctionKind};
 
 /// How many of the hottest functions BOLT's figures cover (`-top-functions-for-profile-quality-check`).
 pub const TOP_FUNCTIONS: usize = 1000;
@@ -146,12 +146,15 @@ fn target_function(agg: &Aggregator<'_, '_>, target: u64) -> Option<u32> {
 
 /// DataReader's `recordBranch` on the CFG before conditional tail calls get blocks: whether the
 /// record `from -> to` fits the CFG, adding `count` to its edge(s) when `edges` is given.
+/// `bolted`: the profile was collected on a BOLT-optimized binary (a source may be the start of
+/// its input block instead of an instruction, a block may branch to itself).
 fn record_branch(
     cfg: &Cfg,
     edges: &mut Option<&mut Vec<Vec<(u32, u64)>>>,
     from: u64,
     to: u64,
     count: u64,
+    bolted: bool,
 ) -> bool {
     let (Some(fb), Some(mut tb)) = (cfg.block_containing(from), cfg.block_containing(to)) else {
         return false;
@@ -187,13 +190,19 @@ fn record_branch(
         }
         tb += 1;
     }
-    let Some(from_insn) = cfg.insn_at(from) else {
+    let from_insn = cfg.insn_at(from);
+    if from_insn.is_none() && !(bolted && u64::from(cfg.blocks[fb].offset) == from) {
         return false;
-    };
+    }
     let fb_succs = &cfg.blocks[fb].succs;
     if !fb_succs.contains(&(tb as u32)) {
-        if cfg.blocks[tb].is_entry && (is_call(from_insn) || from_insn.flow == Flow::IndirectJump) {
+        if cfg.blocks[tb].is_entry
+            && from_insn.is_some_and(|i| is_call(i) || i.flow == Flow::IndirectJump)
+        {
             // A recursive call or a return from one: counted already.
+            return true;
+        }
+        if bolted && fb == tb {
             return true;
         }
         let ft = (fb_succs.len() == 2).then(|| fb_succs[1] as usize);
@@ -235,6 +244,49 @@ struct FunctionRecords {
 /// Put `profile` (not a BAT profile) on the CFGs of `agg`'s functions as llvm-bolt does when it
 /// reads the fdata perf2bolt writes for it.
 pub fn read_branch_profile(agg: &Aggregator<'_, '_>, profile: &BranchProfile) -> ProfileView {
+    read(agg, profile, false)
+}
+
+/// Put the profile of a BOLT-optimized binary (`profile`, aggregated in BAT mode against
+/// `bolted`: input offsets, functions named as perf2bolt names them in that mode) on the CFGs
+/// of the input binary's functions (`input`, not in BAT mode), as llvm-bolt does when it reads
+/// the `boltedcollection` fdata with the input binary. Functions are matched by name; records
+/// of functions the input binary lacks are dropped. Function indices of the result are
+/// `input`'s.
+pub fn read_bat_profile(
+    input: &Aggregator<'_, '_>,
+    bolted: &BoltFunctions<'_, '_>,
+    profile: &BranchProfile,
+) -> ProfileView {
+    let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
+    for (i, f) in input.image().functions().iter().enumerate() {
+        for n in &f.names {
+            by_name.entry(n.as_str()).or_insert(i as u32);
+        }
+    }
+    let name_of = |f: u32| bolted.functions()[f as usize].profile_name(true);
+    let records = profile
+        .records
+        .iter()
+        .filter_map(|(k, c)| {
+            let func = *by_name.get(name_of(k.func))?;
+            let to = match k.to {
+                Loc::Func(t, off) => by_name
+                    .get(name_of(t))
+                    .map_or(Loc::Unknown, |&t| Loc::Func(t, off)),
+                Loc::Unknown => Loc::Unknown,
+            };
+            Some((RecordKey { func, to, ..*k }, *c))
+        })
+        .collect();
+    let rekeyed = BranchProfile {
+        records,
+        stats: profile.stats,
+    };
+    read(input, &rekeyed, true)
+}
+
+fn read(agg: &Aggregator<'_, '_>, profile: &BranchProfile, bolted: bool) -> ProfileView {
     let image = agg.image();
     let funcs = image.functions();
     let mut by_func: FxHashMap<u32, FunctionRecords> = FxHashMap::default();
@@ -278,7 +330,7 @@ pub fn read_branch_profile(agg: &Aggregator<'_, '_>, profile: &BranchProfile) ->
         if !cfg.simple || cfg.blocks.is_empty() {
             continue;
         }
-        let fp = read_function(agg, f, cfg, recs);
+        let fp = read_function(agg, f, cfg, recs, bolted);
         let e = view.call_inflow.entry(f).or_default();
         *e = e.wrapping_add(recs.extern_entries);
         for c in &fp.calls {
@@ -299,6 +351,7 @@ fn read_function(
     f: u32,
     cfg: &Cfg,
     recs: &FunctionRecords,
+    bolted: bool,
 ) -> FunctionProfile {
     let n = cfg.blocks.len();
     let intra = |to: Loc| match to {
@@ -307,10 +360,15 @@ fn read_function(
     };
     // evaluateProfileData: every record must fit.
     let valid = recs.data.iter().all(|&(from, to, _)| match intra(to) {
-        Some(off) => record_branch(cfg, &mut None, from, off, 0),
-        None => cfg
-            .insn_at(from)
-            .is_some_and(|i| !matches!(i.flow, Flow::Next | Flow::Trap)),
+        Some(off) => record_branch(cfg, &mut None, from, off, 0, bolted),
+        // Sources of branches leaving the function: not checked for a BOLTed collection (they
+        // may be the start of an input block).
+        None => {
+            bolted
+                || cfg
+                    .insn_at(from)
+                    .is_some_and(|i| !matches!(i.flow, Flow::Next | Flow::Trap))
+        }
     });
     let mut counts = vec![0u64; n];
     let mut edges: Vec<Vec<(u32, u64)>> = cfg
@@ -327,7 +385,7 @@ fn read_function(
     }
     for &(from, to, c) in &recs.data {
         if let Some(off) = intra(to) {
-            record_branch(cfg, &mut Some(&mut edges), from, off, c);
+            record_branch(cfg, &mut Some(&mut edges), from, off, c, bolted);
         }
     }
     // convertBranchData: per-instruction call counts (direct calls and tail calls), call

@@ -233,11 +233,14 @@ fn functions_by_count(
 }
 
 /// The report of a branch profile: function counts, block heat of the `cfg_functions` hottest
-/// functions with a CFG, BOLT's quality figures (not for BOLTed binaries: their profile belongs to
-/// the input binary's CFGs).
+/// functions with a CFG, BOLT's quality figures. For a BOLTed binary (`agg` in BAT mode) the
+/// blocks and figures are those of the input binary: they need `input`, the input binary's
+/// aggregator (not in BAT mode), onto whose CFGs the profile is read as llvm-bolt reads the
+/// `boltedcollection` fdata.
 pub fn branch_report(
     agg: &Aggregator<'_, '_>,
     profile: &BranchProfile,
+    input: Option<&Aggregator<'_, '_>>,
     binary: &str,
     profile_name: &str,
     cfg_functions: usize,
@@ -253,28 +256,48 @@ pub fn branch_report(
         }
     }
     let (mut functions, total) = functions_by_count(agg, counts, &exec);
-    let (view, quality, quality_note) = if agg.is_bat() {
-        (
+    // The CFGs the profile belongs to: the binary's, or the input binary's for a BOLTed one.
+    let cfg_agg = if agg.is_bat() { input } else { Some(agg) };
+    let (view, quality, quality_note) = match cfg_agg {
+        None => (
             None,
             None,
             Some(
                 "the profile was collected on a BOLT-optimized binary: its blocks are those of \
-                 the input binary; run the report on the input binary with the fdata \
-                 `pcmap perf2bolt` writes to get BOLT's figures"
+                 the input binary; give the input binary (`--input-binary`) for block heat and \
+                 BOLT's figures"
                     .to_string(),
             ),
-        )
-    } else {
-        let view = quality::read_branch_profile(agg, profile);
-        let q = quality::quality(agg, &view);
-        let note = q.is_none().then(|| {
-            "no function has a profile llvm-bolt accepts (every record must fit the CFG)"
-                .to_string()
-        });
-        (Some(view), q.map(figures), note)
+        ),
+        Some(cagg) => {
+            let view = if agg.is_bat() {
+                quality::read_bat_profile(cagg, agg.image(), profile)
+            } else {
+                quality::read_branch_profile(cagg, profile)
+            };
+            let q = quality::quality(cagg, &view);
+            let note = q.is_none().then(|| {
+                "no function has a profile llvm-bolt accepts (every record must fit the CFG)"
+                    .to_string()
+            });
+            (Some(view), q.map(figures), note)
+        }
     };
-    if let Some(view) = &view {
-        attach_branch_cfgs(agg, view, &mut functions, cfg_functions);
+    if let (Some(view), Some(cagg)) = (&view, cfg_agg) {
+        // Report functions are the binary's; their CFGs are found by name in the input binary.
+        let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
+        for (i, f) in cagg.image().functions().iter().enumerate() {
+            for n in &f.names {
+                by_name.entry(n.as_str()).or_insert(i as u32);
+            }
+        }
+        attach_branch_cfgs(cagg, view, &mut functions, cfg_functions, |f, heat| {
+            if agg.is_bat() {
+                by_name.get(heat.name.as_str()).copied()
+            } else {
+                Some(f)
+            }
+        });
     }
     Report {
         binary: binary.to_string(),
@@ -308,16 +331,20 @@ fn attach_branch_cfgs(
     view: &ProfileView,
     functions: &mut [(u32, FunctionHeat)],
     limit: usize,
+    index_in_view: impl Fn(u32, &FunctionHeat) -> Option<u32>,
 ) {
     let mut drawn = 0;
     for (f, heat) in functions.iter_mut() {
         if drawn >= limit {
             break;
         }
-        let Some(fp) = view.function(*f) else {
+        let Some(vf) = index_in_view(*f, heat) else {
             continue;
         };
-        let cfg = agg.cfg(*f as usize);
+        let Some(fp) = view.function(vf) else {
+            continue;
+        };
+        let cfg = agg.cfg(vf as usize);
         let blocks = fp
             .blocks
             .iter()

@@ -147,7 +147,7 @@ fn distinct_colours(png_path: &Path) -> usize {
 
 /// Report on `bin` for the pre-aggregated `profile`; checks the page in Chromium and the JSON
 /// against perf2bolt 22's fdata. Returns (the JSON, perf2bolt's fdata).
-fn check(bin: &Path, tag: &str, profile: &str) -> (Value, String) {
+fn check(bin: &Path, tag: &str, profile: &str, extra: &[&str]) -> (Value, String) {
     let dir = tk::scratch_dir(&format!("cli-report-{tag}"));
     let prof = dir.join("prof.pa");
     std::fs::write(&prof, profile).unwrap();
@@ -167,7 +167,8 @@ fn check(bin: &Path, tag: &str, profile: &str) -> (Value, String) {
             .arg("-o")
             .arg(&html)
             .arg("--json")
-            .arg(&json_path),
+            .arg(&json_path)
+            .args(extra),
     );
     let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
 
@@ -239,25 +240,11 @@ fn report_of_generated_program_in_browser() {
         &["-O2", "-g", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
     );
     let profile = support::control_flow_profile(&bin, 3000, 11);
-    let (json, fdata) = check(&bin, "many", &profile);
+    let (json, fdata) = check(&bin, "many", &profile, &[]);
     assert_eq!(json["bolted"], false);
     // BOLT's figures: the line llvm-bolt 22 prints for perf2bolt's fdata.
-    let dir = tk::scratch_dir("cli-report-many-bolt");
-    let fdata_path = dir.join("p2b.fdata");
-    std::fs::write(&fdata_path, &fdata).unwrap();
-    let out = run_ok(
-        Command::new(tool("llvm-bolt"))
-            .arg(&bin)
-            .arg(format!("-data={}", fdata_path.display()))
-            .arg("-o")
-            .arg(dir.join("out.bolt")),
-    );
-    let _ = std::fs::remove_file(dir.join("out.bolt"));
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
-        .expect("llvm-bolt printed quality figures");
-    assert_eq!(json["quality"]["bolt_line"].as_str(), Some(line));
+    let line = bolt_quality_line(&bin, &fdata, "many").expect("llvm-bolt printed quality figures");
+    assert_eq!(json["quality"]["bolt_line"].as_str(), Some(line.as_str()));
     // Block heat was drawn for the hottest functions with a CFG.
     assert!(
         json["functions"]
@@ -266,6 +253,24 @@ fn report_of_generated_program_in_browser() {
             .iter()
             .any(|f| f["cfg"].is_object())
     );
+}
+
+/// The profile-quality line llvm-bolt 22 prints when it reads `fdata` with `bin`.
+fn bolt_quality_line(bin: &Path, fdata: &str, tag: &str) -> Option<String> {
+    let dir = tk::scratch_dir(&format!("cli-report-{tag}-bolt"));
+    let fdata_path = dir.join("p2b.fdata");
+    std::fs::write(&fdata_path, fdata).unwrap();
+    let out = run_ok(
+        Command::new(tool("llvm-bolt"))
+            .arg(bin)
+            .arg(format!("-data={}", fdata_path.display()))
+            .arg("-o")
+            .arg(dir.join("out.bolt")),
+    );
+    let _ = std::fs::remove_file(dir.join("out.bolt"));
+    out.lines()
+        .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
+        .map(str::to_string)
 }
 
 const BOLT_FLAGS: &[&str] = &[
@@ -287,12 +292,33 @@ fn report_of_bolted_binary_names_functions_before_bolt() {
     let bolted = bolt_with_instrumentation(&binary, &["300000", "18"], BOLT_FLAGS);
     let funcs = support::disassemble(&bolted);
     let profile = support::generate(&funcs, 3000, 21, false);
-    let (json, fdata) = check(&bolted, "bat", &profile);
+    let (json, fdata) = check(&bolted, "bat", &profile, &[]);
     assert!(
         fdata.starts_with("boltedcollection\n"),
         "perf2bolt used BAT"
     );
     assert_eq!(json["bolted"], true);
+    assert!(
+        json["quality"].is_null(),
+        "no figures without the input binary"
+    );
+
+    // With the input binary: block heat on its CFGs, and BOLT's figures equal to llvm-bolt's
+    // reading the boltedcollection fdata with the input binary.
+    let profile = support::control_flow_profile(&bolted, 3000, 22);
+    let input = binary.to_str().unwrap();
+    let (json, fdata) = check(&bolted, "bat-input", &profile, &["--input-binary", input]);
+    let line = bolt_quality_line(&binary, &fdata, "bat-input");
+    assert!(line.is_some(), "llvm-bolt printed no quality figures");
+    assert_eq!(json["quality"]["bolt_line"].as_str(), line.as_deref());
+    assert!(
+        json["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["cfg"].is_object()),
+        "block heat on the input binary's CFGs"
+    );
 }
 
 /// llvm-symbolizer 22's inline frames (`--inlining`, JSON) of `addresses` in `bin`: for each

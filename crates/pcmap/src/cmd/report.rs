@@ -34,6 +34,10 @@ pub struct Args {
     /// Read basic samples (no branch stacks).
     #[arg(long = "ba", visible_alias = "basic-events")]
     pub basic_events: bool,
+    /// For a BOLT-optimized binary: the input binary BOLT read, whose CFGs the profile belongs to
+    /// (block heat and BOLT's quality figures).
+    #[arg(long = "input-binary", value_name = "INPUT")]
+    pub input_binary: Option<PathBuf>,
     /// A new build of the binary: report how much of the profile is stale for it.
     #[arg(long = "new-binary", value_name = "NEW")]
     pub new_binary: Option<PathBuf>,
@@ -59,6 +63,26 @@ pub fn run(args: Args) -> Result<()> {
     let image = BoltFunctions::discover(&binary)
         .with_context(|| format!("reading {}", args.binary.display()))?;
     let bat = bat_table(&binary, &args.binary)?;
+
+    let input_file = args.input_binary.as_deref().map(open).transpose()?;
+    let input_binary = match (&input_file, &args.input_binary) {
+        (Some(f), Some(path)) => {
+            Some(Binary::parse(f.bytes()).with_context(|| format!("reading {}", path.display()))?)
+        }
+        _ => None,
+    };
+    let input_image = match (&input_binary, &args.input_binary) {
+        (Some(b), Some(path)) => Some(
+            BoltFunctions::discover(b).with_context(|| format!("reading {}", path.display()))?,
+        ),
+        _ => None,
+    };
+    if input_image.is_some() && bat.is_none() {
+        eprintln!(
+            "pcmap: note: {} is not BOLT-optimized (no .note.bolt_bat): --input-binary is not used",
+            args.binary.display()
+        );
+    }
 
     let prof_file = open(&args.profile)?;
     let parsed = if args.pre_aggregated {
@@ -102,10 +126,28 @@ pub fn run(args: Args) -> Result<()> {
         let bar = crate::progress::items(parsed.traces.len() as u64, "aggregating traces");
         let profile = agg.aggregate_traces(&parsed, &|n| bar.inc(n));
         bar.finish_and_clear();
-        (
-            pcmap_report::branch_report(&agg, &profile, &binary_name, &profile_name, args.cfgs),
-            pcmap_report::branch_addresses(&agg, &profile),
-        )
+        let report = match &input_image {
+            Some(input_image) if bat.is_some() => {
+                let input_agg = Aggregator::new(input_image);
+                pcmap_report::branch_report(
+                    &agg,
+                    &profile,
+                    Some(&input_agg),
+                    &binary_name,
+                    &profile_name,
+                    args.cfgs,
+                )
+            }
+            _ => pcmap_report::branch_report(
+                &agg,
+                &profile,
+                None,
+                &binary_name,
+                &profile_name,
+                args.cfgs,
+            ),
+        };
+        (report, pcmap_report::branch_addresses(&agg, &profile))
     };
 
     // Inline frames: only with DWARF.
