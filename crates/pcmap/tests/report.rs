@@ -553,3 +553,27 @@ fn report_stale_share_follows_perf2bolt_function_hashes() {
     let share = stale["stale_share"].as_f64().unwrap();
     assert!((share - stale_count as f64 / total as f64).abs() < 1e-12);
 }
+
+#[test]
+fn report_rejects_a_malformed_profile_and_writes_nothing() {
+    let dir = tk::scratch_dir("cli-report-bad");
+    let prof = dir.join("bad.pa");
+    std::fs::write(&prof, "B 401000 zz 1 0\n").unwrap();
+    let html = dir.join("report.html");
+    let out = tk::run(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("report")
+            .arg(tk::workspace_root().join("examples/prog"))
+            .args(["--pa", "-p"])
+            .arg(&prof)
+            .arg("-o")
+            .arg(&html),
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.pa") && stderr.contains("line 1"),
+        "the error names the file and line: {stderr}"
+    );
+    assert!(!html.exists(), "no report is left behind");
+}
