@@ -406,3 +406,96 @@ fn stale(h: &mut String, r: &Report) {
     }
     h.push_str("</section>\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlockHeat, CfgHeat, EdgeHeat, FunctionHeat, ProfileKind, Report};
+
+    fn report() -> Report {
+        Report {
+            binary: "a<b>&\"c\"".to_string(),
+            profile: "p".to_string(),
+            kind: ProfileKind::Branches,
+            bolted: false,
+            total: 10,
+            functions: vec![FunctionHeat {
+                name: "f<int>".to_string(),
+                address: 0x1000,
+                count: 10,
+                share: 1.0,
+                exec_count: 4,
+                cfg: Some(CfgHeat {
+                    valid: true,
+                    blocks: vec![
+                        BlockHeat {
+                            offset: 0,
+                            end: 4,
+                            count: 4,
+                            tail_call: false,
+                        },
+                        BlockHeat {
+                            offset: 4,
+                            end: 9,
+                            count: 6,
+                            tail_call: false,
+                        },
+                    ],
+                    edges: vec![
+                        EdgeHeat {
+                            from: 0,
+                            to: 1,
+                            count: 4,
+                        },
+                        EdgeHeat {
+                            from: 1,
+                            to: 1,
+                            count: 2,
+                        },
+                    ],
+                }),
+            }],
+            quality: None,
+            quality_note: Some("none".to_string()),
+            inline: None,
+            stale: None,
+        }
+    }
+
+    #[test]
+    fn names_are_escaped_and_extra_sections_embedded() {
+        let page = render(
+            &report(),
+            &[Section {
+                title: "Heat map <1>".to_string(),
+                svg: "<svg xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"1\"/></svg>"
+                    .to_string(),
+            }],
+        );
+        assert!(page.contains("<code>f&lt;int&gt;</code>"));
+        assert!(page.contains("a&lt;b&gt;&amp;&quot;c&quot;"));
+        assert!(!page.contains("f<int>"));
+        assert!(page.contains("<h2>Heat map &lt;1&gt;</h2>"));
+        assert!(
+            page.contains("<svg xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"1\"/></svg>")
+        );
+        // The extra section comes after the built-in ones, before the error log.
+        let extra = page.find("Heat map").unwrap();
+        assert!(page.find("id=\"cfgs\"").unwrap() < extra);
+        assert!(extra < page.find("script-errors\"></pre>").unwrap());
+        // Self-contained: no external resource.
+        for bad in ["src=\"http", "href=\"http", "@import", "url(http"] {
+            assert!(!page.contains(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cfg_has_one_box_per_block_and_a_path_per_edge_that_is_not_a_fall_through() {
+        let page = render(&report(), &[]);
+        assert_eq!(page.matches("<g class=\"block\">").count(), 2);
+        assert_eq!(page.matches("<line ").count(), 1);
+        // The arrow head's path, and the self-loop's arc.
+        assert_eq!(page.matches("<path d=\"M").count(), 2);
+        assert_eq!(page.matches("marker-end=\"url(#arrow)\"").count(), 2);
+    }
+}

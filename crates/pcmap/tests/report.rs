@@ -69,7 +69,8 @@ fn console_errors(stderr: &str) -> Vec<&str> {
 }
 
 /// Per-function counts of an fdata file: each record under the function it is written for (its
-/// source function, or the target for `0 [unknown]` entries). Names are unescaped.
+/// source function, or the target for `0 [unknown]` entries; a sample's function in `no_lbr`
+/// files). Names are unescaped.
 fn fdata_counts(fdata: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for line in fdata.lines() {
@@ -90,13 +91,15 @@ fn fdata_counts(fdata: &str) -> BTreeMap<String, u64> {
                 c => fields.last_mut().unwrap().push(c),
             }
         }
-        assert_eq!(fields.len(), 8, "fdata line {line:?}");
+        // Basic samples: `1 name offset count`; branches: `from-loc to-loc mispreds count`.
+        assert!(matches!(fields.len(), 4 | 8), "fdata line {line:?}");
         let name = if fields[0] == "0" {
             &fields[4]
         } else {
             &fields[1]
         };
-        *out.entry(name.clone()).or_default() += fields[7].parse::<u64>().unwrap();
+        let count = fields.last().unwrap().parse::<u64>().unwrap();
+        *out.entry(name.clone()).or_default() += count;
     }
     out
 }
@@ -151,7 +154,9 @@ fn check(bin: &Path, tag: &str, profile: &str, extra: &[&str]) -> (Value, String
     let dir = tk::scratch_dir(&format!("cli-report-{tag}"));
     let prof = dir.join("prof.pa");
     std::fs::write(&prof, profile).unwrap();
-    let (fdata, _) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), &[]);
+    // The profile options (`--ba`) go to both tools.
+    let p2b_extra: Vec<&str> = extra.iter().copied().filter(|a| *a == "--ba").collect();
+    let (fdata, _) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), &p2b_extra);
     let expected = fdata_counts(&fdata);
     assert!(expected.len() >= 3, "perf2bolt profiled too few functions");
 
@@ -319,6 +324,21 @@ fn report_of_bolted_binary_names_functions_before_bolt() {
             .any(|f| f["cfg"].is_object()),
         "block heat on the input binary's CFGs"
     );
+}
+
+#[test]
+fn report_of_basic_samples_in_browser() {
+    let src = tk::many_functions_source(150);
+    let bin = build(
+        "report-many",
+        &[src.to_str().unwrap()],
+        &["-O2", "-g", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+    );
+    let profile = support::generate(&support::disassemble(&bin), 4000, 12, true);
+    let (json, fdata) = check(&bin, "samples", &profile, &["--ba"]);
+    assert!(fdata.starts_with("no_lbr"), "perf2bolt read basic samples");
+    assert_eq!(json["kind"], "samples");
+    assert!(json["inline"].is_array(), "the binary has DWARF");
 }
 
 /// llvm-symbolizer 22's inline frames (`--inlining`, JSON) of `addresses` in `bin`: for each
