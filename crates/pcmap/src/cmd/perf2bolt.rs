@@ -1,14 +1,14 @@
 //! `pcmap perf2bolt`: aggregate a profile against a binary into BOLT's fdata, with perf2bolt 22's
 //! options, semantics and printed statistics.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use pcmap_binary::bolt::BoltFunctions;
 use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
-use pcmap_perf2bolt::{fdata, preagg, yaml};
+use pcmap_perf2bolt::{fdata, yaml};
 use pcmap_profile::events::PerfOptions;
 
 /// Output format of `-o`.
@@ -90,48 +90,6 @@ fn write_outputs(
     Ok(n)
 }
 
-/// The BAT table of a BOLT-optimized binary (`.note.bolt_bat`), if it has one.
-pub fn bat_table(binary: &Binary<'_>, path: &Path) -> Result<Option<pcmap_bat::BatTable>> {
-    let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) else {
-        return Ok(None);
-    };
-    let section = binary
-        .section_data(section)
-        .with_context(|| format!("reading .note.bolt_bat of {}", path.display()))?;
-    let table = pcmap_bat::BatTable::parse(&section)
-        .with_context(|| format!("decoding .note.bolt_bat of {}", path.display()))?;
-    Ok(Some(table))
-}
-
-/// Parse a pre-aggregated profile (with a progress bar); errors name the file, line and column.
-pub fn read_preaggregated(data: &[u8], path: &Path) -> Result<preagg::PreAggregated> {
-    let bar = crate::progress::bytes(data.len() as u64, "reading profile");
-    let parsed = preagg::parse(data, &|n| bar.inc(n)).map_err(|e| match e {
-        pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
-            "{}:{p} (pre-aggregated profile line {}, column {})",
-            path.display(),
-            p.pos.line,
-            p.pos.column
-        ),
-        e => anyhow::Error::new(e).context(format!("reading {}", path.display())),
-    })?;
-    bar.finish_and_clear();
-    Ok(parsed)
-}
-
-/// Read perf.data (`data`, from `path`) of `binary` (from `binary_path`) as perf2bolt does.
-pub fn read_perf_data(
-    binary: &Binary<'_>,
-    binary_path: &Path,
-    data: &[u8],
-    path: &Path,
-    opts: &PerfOptions,
-) -> Result<(preagg::PreAggregated, pcmap_profile::events::PerfStats)> {
-    let desc =
-        pcmap_bbmap::profile::binary_desc(binary, binary_path.as_os_str().as_encoded_bytes());
-    preagg::read_perf_data(data, &desc, opts).with_context(|| format!("reading {}", path.display()))
-}
-
 pub fn run(args: Args) -> Result<()> {
     // The binary is parsed once; everything below borrows this model.
     let bin_file = MappedFile::open(&args.binary)
@@ -142,7 +100,7 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("reading {}", args.binary.display()))?;
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
-    let bat = bat_table(&binary, &args.binary)?;
+    let bat = crate::inputs::bat_table(&binary, &args.binary)?;
     let bolted = bat.is_some();
 
     let prof_file = MappedFile::open(&args.profile)
@@ -158,7 +116,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let parsed = if args.pre_aggregated {
-        let parsed = read_preaggregated(prof_map, &args.profile)?;
+        let parsed = crate::inputs::read_preaggregated(prof_map, &args.profile)?;
         say(format!(
             "PERF2BOLT: read {} aggregated brstack entries",
             parsed.entries
@@ -172,7 +130,7 @@ pub fn run(args: Args) -> Result<()> {
             sample_ips: false,
         };
         let (parsed, stats) =
-            read_perf_data(&binary, &args.binary, prof_map, &args.profile, &opts)?;
+            crate::inputs::read_perf_data(&binary, &args.binary, prof_map, &args.profile, &opts)?;
         if args.basic_events {
             say(format!(
                 "PERF2BOLT: read {} basic samples",

@@ -12,7 +12,7 @@ use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
 use pcmap_profile::events::PerfOptions;
 
-use super::perf2bolt::{bat_table, read_perf_data, read_preaggregated};
+use crate::inputs::{bat_table, read_perf_data, read_preaggregated};
 
 /// Write an HTML report of a profile: hot functions, block heat, profile quality, inlined callees
 #[derive(clap::Args, Debug)]
