@@ -19,7 +19,9 @@
 //! InvokeEC)`), with the definitions of BOLT's `ProfileQualityStats` pass:
 //!
 //! * over the hottest functions (by execution count, at most 1000) with a valid profile, each
-//!   figure is the value at rank `len * 95 / 100` of the ascending per-function values;
+//!   figure is the value at rank `len * 95 / 100` of the ascending per-function values (with more
+//!   than 1000 such functions, BOLT's unstable sort picks among equal execution counts at the
+//!   cut; ours keeps function order there);
 //! * CFG discontinuity of a function: the share of its block count sum in blocks that no path of
 //!   positive-count edges reaches from a positive-count entry block;
 //! * call-graph gap: `1 - min/max` of the entry blocks' net outflow (outgoing minus incoming edge
