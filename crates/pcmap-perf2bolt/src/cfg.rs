@@ -122,6 +122,9 @@ pub struct Block {
     pub landing_pads: Vec<u32>,
     /// Whether an invoke of the function throws to this block (BOLT's `isLandingPad`).
     pub is_landing_pad: bool,
+    /// How many instructions of this block are invokes (calls with a landing pad that is a
+    /// block of the function).
+    pub invokes: u32,
 }
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
@@ -166,6 +169,21 @@ impl Cfg {
         (b.end_insn > b.first_insn).then(|| &self.insns[b.end_insn as usize - 1])
     }
 
+    /// Whether llvm-bolt keeps this CFG when it runs outside strict mode (its default; perf2bolt
+    /// aggregates in strict mode, which is how CFGs of relocation-mode binaries are built here):
+    /// a multi-block function with an indirect tail call that has no memory location for its
+    /// target in its block is not simple there (see [`IndirectJump::Unanalyzable`]).
+    pub fn simple_outside_strict_mode(&self) -> bool {
+        self.simple
+            && (self.blocks.len() == 1
+                || self.blocks.iter().all(|b| {
+                    let insns = &self.insns[b.first_insn as usize..b.end_insn as usize];
+                    insns.iter().enumerate().all(|(k, i)| {
+                        !(i.flow == Flow::IndirectJump && i.tail_call && unanalyzable(&insns[..=k]))
+                    })
+                }))
+    }
+
     /// The instruction starting exactly at `offset`.
     pub fn insn_at(&self, offset: u64) -> Option<&Insn> {
         let i = self
@@ -174,6 +192,13 @@ impl Cfg {
             .ok()?;
         Some(&self.insns[i])
     }
+}
+
+/// Whether an indirect jump ending `block_prefix` (its block's instructions up to and including
+/// the jump) has no memory location for its target: outside strict mode, BOLT cannot
+/// post-process it ([`IndirectJump::Unanalyzable`]).
+fn unanalyzable(block_prefix: &[Insn]) -> bool {
+    !block_prefix.iter().any(|i| i.has_mem)
 }
 
 fn classify(ins: &Instruction) -> Flow {
@@ -474,6 +499,7 @@ pub fn build_from(
             is_entry: lead == 0 || entries.contains(&lead),
             landing_pads: Vec::new(),
             is_landing_pad: false,
+            invokes: 0,
         });
     }
     // Throw edges (BOLT's `recomputeLandingPads`).
@@ -482,7 +508,11 @@ pub fn build_from(
         let Ok(pb) = leaders.binary_search(&pad) else {
             continue;
         };
-        if bi < blocks.len() && !blocks[bi].landing_pads.contains(&(pb as u32)) {
+        if bi >= blocks.len() {
+            continue;
+        }
+        blocks[bi].invokes += 1;
+        if !blocks[bi].landing_pads.contains(&(pb as u32)) {
             blocks[bi].landing_pads.push(pb as u32);
             blocks[pb].is_landing_pad = true;
         }
@@ -506,7 +536,7 @@ pub fn build_from(
                 IndirectJump::JumpTable
             } else if blocks.len() == 1 || (strict && !has_jump_table) {
                 IndirectJump::TailCall
-            } else if !strict && !insns[first..=k].iter().any(|i| i.has_mem) {
+            } else if !strict && unanalyzable(&insns[first..=k]) {
                 IndirectJump::Unanalyzable
             } else if insns[k].fixed_memory_target || insns[first..k].iter().any(|i| i.epilogue) {
                 IndirectJump::TailCall

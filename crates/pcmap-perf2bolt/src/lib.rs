@@ -11,6 +11,8 @@
 //! * [`aggregate`]: taken branches, fall-through validation with call continuation, external
 //!   origins, returns, statistics, in parallel over address-sorted traces;
 //! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`stringmap`]: LLVM `StringSet` order;
+//! * [`quality`]: llvm-bolt's reading of a branch profile onto the CFGs (block and edge
+//!   counts) and the profile-quality figures it prints;
 //! * [`block_hash`]: BOLT's function hash and block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
 //!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
 //!
@@ -29,6 +31,7 @@ pub mod block_hash_table;
 pub mod cfg;
 pub mod fdata;
 pub mod preagg;
+pub mod quality;
 pub mod stringmap;
 pub mod yaml;
 

@@ -5,6 +5,7 @@
 //! any other failure, 2 usage errors (clap's own exit code).
 
 mod cmd;
+mod inputs;
 mod output;
 mod progress;
 
@@ -32,6 +33,7 @@ enum Command {
     Symbolize(cmd::symbolize::Args),
     Explain(cmd::explain::Args),
     Heatmap(cmd::heatmap::Args),
+    Report(cmd::report::Args),
     Trace(cmd::trace::Args),
 }
 
@@ -52,6 +54,7 @@ fn main() {
         Command::Symbolize(args) => cmd::symbolize::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Heatmap(args) => cmd::heatmap::run(args),
+        Command::Report(args) => cmd::report::run(args),
         Command::Trace(args) => cmd::trace::run(args),
     };
     if let Err(err) = result {

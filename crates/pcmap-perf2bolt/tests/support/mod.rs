@@ -322,6 +322,35 @@ impl Code {
     }
 }
 
+/// Pre-aggregated traces that follow `bin`'s real control flow (llvm-objdump's disassembly):
+/// each record takes a real branch and falls through to the next jump or return, so most
+/// functions get a profile llvm-bolt accepts as valid (random records make almost every
+/// profile invalid, and then llvm-bolt prints no figures).
+pub fn control_flow_profile(bin: &Path, n: usize, seed: u64) -> String {
+    let code = Code::of(bin);
+    let branches = code.branches();
+    let mut state = seed;
+    let mut rnd = |n: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % n as u64) as usize
+    };
+    let mut out = String::from("E cycles\n");
+    for _ in 0..n {
+        let b = branches[rnd(branches.len())];
+        let Some(t) = b.target else { continue };
+        let count = 1 + rnd(1000);
+        match code.next_control_flow(t) {
+            Some(end) if rnd(8) != 0 => {
+                out.push_str(&format!("T {:x} {t:x} {:x} {count}\n", b.addr, end.addr))
+            }
+            _ => out.push_str(&format!("B {:x} {t:x} {count} 0\n", b.addr)),
+        }
+    }
+    out
+}
+
 /// An fdata file as a sorted multiset of lines with the `no_lbr` event list sorted (perf2bolt
 /// writes both in hash order).
 pub fn normalized_fdata(s: &str) -> Vec<String> {

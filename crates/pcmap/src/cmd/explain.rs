@@ -11,7 +11,6 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use pcmap_bat::BatTable;
 use pcmap_bat::SECTION_NAME as BAT_SECTION;
 use pcmap_bbmap::BlockIndex;
 use pcmap_bbmap::elf::{ElfBbAddrMaps, ReadOptions, read_binary};
@@ -305,13 +304,8 @@ pub fn run(args: Args) -> Result<()> {
     };
 
     // BOLT: only on binaries with a BAT section.
-    let bat = match bin.section_by_name(BAT_SECTION) {
-        Some(sec) => {
-            let data = bin
-                .section_data(sec)
-                .with_context(|| format!("{}: reading {BAT_SECTION}", path.display()))?;
-            let table = BatTable::parse(&data)
-                .with_context(|| format!("{}: section {BAT_SECTION}", path.display()))?;
+    let bat = match crate::inputs::bat_table(&bin, path)? {
+        Some(table) => {
             let functions = BoltFunctions::discover(&bin)
                 .with_context(|| format!("discovering the functions of {}", path.display()))?;
             Some((table, functions))

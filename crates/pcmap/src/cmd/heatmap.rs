@@ -153,79 +153,20 @@ pub fn run(args: Args) -> Result<()> {
         stdout: std::io::BufWriter::new(std::io::stdout().lock()),
     };
 
-    let heatmap = if args.pre_aggregated {
-        out.say("PERF2BOLT: parsing pre-aggregated profile...")?;
-        let bar = crate::progress::bytes(data.len() as u64, "reading profile");
-        let proto = HeatmapBuilder::new(&binary, opts, Input::PreAggregated);
-        let builder =
-            events::read_preaggregated_parallel(data, || proto.empty_like(), &|n| bar.inc(n))
-                .map_err(|p| {
-                    anyhow::anyhow!(
-                        "{}:{p} (pre-aggregated profile line {}, column {})",
-                        args.profile.display(),
-                        p.pos.line,
-                        p.pos.column
-                    )
-                })?;
-        bar.finish_and_clear();
-        out.say(&format!(
-            "PERF2BOLT: read {} aggregated brstack entries",
-            builder.stats().entries
-        ))?;
-        builder
-    } else {
-        let file =
-            PerfFile::parse(data).with_context(|| format!("reading {}", args.profile.display()))?;
-        let desc =
-            pcmap_bbmap::profile::binary_desc(&binary, args.binary.as_os_str().as_encoded_bytes());
-        let popts = PerfOptions {
-            basic: args.basic_events,
+    let heatmap = read_profile(
+        &binary,
+        &ProfileInput {
+            binary: &args.binary,
+            profile: &args.profile,
+            pre_aggregated: args.pre_aggregated,
+            basic_events: args.basic_events,
             pid: args.pid,
             ignore_build_id: args.ignore_build_id,
-            sample_ips: false,
-        };
-        let input = if args.basic_events {
-            Input::BasicSamples
-        } else {
-            Input::BranchStacks
-        };
-        let mut builder = HeatmapBuilder::new(&binary, opts, input);
-        if args.basic_events {
-            out.say("PERF2BOLT: parsing basic events (without brstack)...")?;
-        } else {
-            out.say("PERF2BOLT: parse branch events...")?;
-        }
-        let stats = events::read_perf_data(&file, &desc, &popts, &mut builder)
-            .with_context(|| format!("reading {}", args.profile.display()))?;
-        builder.set_samples(stats.total_samples);
-        if args.basic_events {
-            out.say(&format!(
-                "PERF2BOLT: read {} basic samples",
-                stats.total_samples
-            ))?;
-        } else {
-            out.say(&format!(
-                "PERF2BOLT: read {} samples and {} brstack entries",
-                stats.samples, stats.entries
-            ))?;
-            if stats.total_samples > 0 {
-                if stats.samples > 0 && stats.samples_without_branch_stack == stats.samples {
-                    out.stdout.flush()?;
-                    eprintln!(
-                        "pcmap: warning: all recorded samples for this binary lack branch \
-                         stacks: use --ba for a heatmap of basic samples"
-                    );
-                } else {
-                    let ignored = stats.total_samples - stats.samples;
-                    out.say(&format!(
-                        "PERF2BOLT: ignored samples: {ignored}{}",
-                        super::perf2bolt::pct(ignored, stats.total_samples)
-                    ))?;
-                }
-            }
-        }
-        builder
-    };
+        },
+        data,
+        opts,
+        &mut out,
+    )?;
     out.say("PERF2BOLT: parse branch events...")?;
     let read = heatmap.stats();
     if read.samples != 0 {
@@ -275,4 +216,127 @@ pub fn run(args: Args) -> Result<()> {
         crate::output::write_atomic(&path, |w| Ok(w.write_all(svg.as_bytes())?))?;
     }
     Ok(())
+}
+
+/// Where a heatmap's profile comes from (the options `pcmap heatmap` and `pcmap report` share).
+pub(crate) struct ProfileInput<'a> {
+    pub binary: &'a Path,
+    pub profile: &'a Path,
+    pub pre_aggregated: bool,
+    pub basic_events: bool,
+    pub pid: Option<u32>,
+    pub ignore_build_id: bool,
+}
+
+/// Where the lines llvm-bolt-heatmap prints go.
+pub(crate) trait Say {
+    /// One line of the tool's output.
+    fn say(&mut self, line: &str) -> Result<()>;
+    /// Flush what was said (before a warning on standard error).
+    fn flush(&mut self) -> Result<()>;
+}
+
+impl Say for Out {
+    fn say(&mut self, line: &str) -> Result<()> {
+        Out::say(self, line)
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.stdout.flush().context("writing to standard output")
+    }
+}
+
+/// Prints nothing (`pcmap report` embeds the map without the tool's lines).
+pub(crate) struct Quiet;
+
+impl Say for Quiet {
+    fn say(&mut self, _: &str) -> Result<()> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Count the profile `data` of `binary` into a heatmap, printing llvm-bolt-heatmap's lines.
+pub(crate) fn read_profile(
+    binary: &Binary<'_>,
+    input: &ProfileInput<'_>,
+    data: &[u8],
+    opts: HeatmapOptions,
+    out: &mut dyn Say,
+) -> Result<HeatmapBuilder> {
+    let builder = if input.pre_aggregated {
+        out.say("PERF2BOLT: parsing pre-aggregated profile...")?;
+        let bar = crate::progress::bytes(data.len() as u64, "reading profile");
+        let proto = HeatmapBuilder::new(binary, opts, Input::PreAggregated);
+        let builder =
+            events::read_preaggregated_parallel(data, || proto.empty_like(), &|n| bar.inc(n))
+                .map_err(|p| {
+                    anyhow::anyhow!(
+                        "{}:{p} (pre-aggregated profile line {}, column {})",
+                        input.profile.display(),
+                        p.pos.line,
+                        p.pos.column
+                    )
+                })?;
+        bar.finish_and_clear();
+        out.say(&format!(
+            "PERF2BOLT: read {} aggregated brstack entries",
+            builder.stats().entries
+        ))?;
+        builder
+    } else {
+        let file = PerfFile::parse(data)
+            .with_context(|| format!("reading {}", input.profile.display()))?;
+        let desc =
+            pcmap_bbmap::profile::binary_desc(binary, input.binary.as_os_str().as_encoded_bytes());
+        let popts = PerfOptions {
+            basic: input.basic_events,
+            pid: input.pid,
+            ignore_build_id: input.ignore_build_id,
+            sample_ips: false,
+        };
+        let kind = if input.basic_events {
+            Input::BasicSamples
+        } else {
+            Input::BranchStacks
+        };
+        let mut builder = HeatmapBuilder::new(binary, opts, kind);
+        if input.basic_events {
+            out.say("PERF2BOLT: parsing basic events (without brstack)...")?;
+        } else {
+            out.say("PERF2BOLT: parse branch events...")?;
+        }
+        let stats = events::read_perf_data(&file, &desc, &popts, &mut builder)
+            .with_context(|| format!("reading {}", input.profile.display()))?;
+        builder.set_samples(stats.total_samples);
+        if input.basic_events {
+            out.say(&format!(
+                "PERF2BOLT: read {} basic samples",
+                stats.total_samples
+            ))?;
+        } else {
+            out.say(&format!(
+                "PERF2BOLT: read {} samples and {} brstack entries",
+                stats.samples, stats.entries
+            ))?;
+            if stats.total_samples > 0 {
+                if stats.samples > 0 && stats.samples_without_branch_stack == stats.samples {
+                    out.flush()?;
+                    eprintln!(
+                        "pcmap: warning: all recorded samples for this binary lack branch \
+                         stacks: use --ba for a heatmap of basic samples"
+                    );
+                } else {
+                    let ignored = stats.total_samples - stats.samples;
+                    out.say(&format!(
+                        "PERF2BOLT: ignored samples: {ignored}{}",
+                        super::perf2bolt::pct(ignored, stats.total_samples)
+                    ))?;
+                }
+            }
+        }
+        builder
+    };
+    Ok(builder)
 }

@@ -10,5 +10,6 @@ pub mod inline_btf;
 pub mod merge_fdata;
 pub mod perf2bolt;
 pub mod propeller;
+pub mod report;
 pub mod symbolize;
 pub mod trace;

@@ -9,7 +9,7 @@ use pcmap_binary::bolt::BoltFunctions;
 use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
 use pcmap_perf2bolt::preagg::PreAggregated;
-use pcmap_perf2bolt::{fdata, preagg, yaml};
+use pcmap_perf2bolt::{fdata, yaml};
 use pcmap_profile::events::{PerfOptions, PerfStats};
 
 /// Output format of `-o`.
@@ -116,16 +116,7 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("reading {}", args.binary.display()))?;
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
-    let bat = if let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) {
-        let section = binary
-            .section_data(section)
-            .with_context(|| format!("reading .note.bolt_bat of {}", args.binary.display()))?;
-        let table = pcmap_bat::BatTable::parse(&section)
-            .with_context(|| format!("decoding .note.bolt_bat of {}", args.binary.display()))?;
-        Some(table)
-    } else {
-        None
-    };
+    let bat = crate::inputs::bat_table(&binary, &args.binary)?;
     let bolted = bat.is_some();
 
     // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
@@ -253,33 +244,17 @@ fn read_profiles(
 ) -> Result<Vec<(PreAggregated, Option<PerfStats>)>> {
     let read_one = |path: &PathBuf| -> Result<(PreAggregated, Option<PerfStats>)> {
         let file = MappedFile::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let bytes = file.bytes();
         if args.pre_aggregated {
-            let bar = crate::progress::bytes(bytes.len() as u64, "reading profile");
-            let parsed = preagg::parse(bytes, &|n| bar.inc(n)).map_err(|e| match e {
-                pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
-                    "{}:{p} (pre-aggregated profile line {}, column {})",
-                    path.display(),
-                    p.pos.line,
-                    p.pos.column
-                ),
-                e => anyhow::Error::new(e).context(format!("reading {}", path.display())),
-            })?;
-            bar.finish_and_clear();
-            Ok((parsed, None))
+            Ok((crate::inputs::read_preaggregated(file.bytes(), path)?, None))
         } else {
-            let desc = pcmap_bbmap::profile::binary_desc(
-                binary,
-                args.binary.as_os_str().as_encoded_bytes(),
-            );
             let opts = PerfOptions {
                 basic: args.basic_events,
                 pid: args.pid,
                 ignore_build_id: args.ignore_build_id,
                 sample_ips: false,
             };
-            let (parsed, stats) = preagg::read_perf_data(bytes, &desc, &opts)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let (parsed, stats) =
+                crate::inputs::read_perf_data(binary, &args.binary, file.bytes(), path, &opts)?;
             Ok((parsed, Some(stats)))
         }
     };
