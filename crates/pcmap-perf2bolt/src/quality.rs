@@ -551,7 +551,7 @@ fn post_process(
 }
 
 /// The figures of BOLT's profile-quality line (fractions, `0.25` = 25%).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
 pub struct Quality {
     /// How many functions the figures cover.
     pub functions: usize,

@@ -4,7 +4,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use pcmap_binary::bolt::BoltFunctions;
 use pcmap_perf2bolt::aggregate::Aggregator;
@@ -13,21 +12,6 @@ use pcmap_testkit as tk;
 
 const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
 
-/// llvm-bolt 22's quality line for `fdata` on `bin`.
-fn bolt_line(bin: &Path, fdata: &Path, dir: &Path) -> Option<String> {
-    let out = tk::run_ok(
-        Command::new(tk::tool("llvm-bolt"))
-            .arg(bin)
-            .arg(format!("-data={}", fdata.display()))
-            .arg("-o")
-            .arg(dir.join("out.bolt")),
-    );
-    let _ = std::fs::remove_file(dir.join("out.bolt"));
-    out.lines()
-        .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
-        .map(str::to_string)
-}
-
 /// Our figures for the profile `text` against `bin`, and llvm-bolt's for perf2bolt's fdata.
 fn both(bin: &Path, tag: &str, text: &str) -> (Option<String>, Option<String>) {
     let dir = tk::scratch_dir(&format!("p2b-quality-{tag}"));
@@ -35,7 +19,7 @@ fn both(bin: &Path, tag: &str, text: &str) -> (Option<String>, Option<String>) {
     std::fs::write(&prof, text).unwrap();
     let fdata = dir.join("out.fdata");
     support::perf2bolt(bin, &prof, &fdata, &[]);
-    let expected = bolt_line(bin, &fdata, &dir);
+    let expected = support::bolt_quality_line(bin, &fdata, &dir);
 
     let data = std::fs::read(bin).unwrap();
     let binary = pcmap_binary::Binary::parse(&data).unwrap();

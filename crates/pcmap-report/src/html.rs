@@ -182,13 +182,13 @@ fn quality(h: &mut String, r: &Report) {
                  <div><div class=\"fig\">{} / {}</div><div class=\"lbl\">exception handling (of block counts / of invoke counts)</div></div>\
                  </div><p class=\"meta\">Top 5% values over the {} hottest functions with a valid profile, \
                  as llvm-bolt 22 prints them:</p><pre>{}</pre>",
-                pct(q.cfg_discontinuity),
-                pct(q.call_graph_gap),
-                pct(q.cfg_gap_weighted),
-                pct(q.cfg_gap_worst),
-                pct(q.eh_of_blocks),
-                pct(q.eh_of_invokes),
-                q.functions,
+                pct(q.figures.cfg_discontinuity),
+                pct(q.figures.call_graph_gap),
+                pct(q.figures.cfg_gap_weighted),
+                pct(q.figures.cfg_gap_worst),
+                pct(q.figures.eh_of_blocks),
+                pct(q.figures.eh_of_invokes),
+                q.figures.functions,
                 escape(&q.bolt_line)
             );
         }

@@ -123,23 +123,12 @@ pub struct EdgeHeat {
     pub count: u64,
 }
 
-/// BOLT's profile-quality figures (fractions: 0.25 is 25%).
+/// BOLT's profile-quality figures (fractions: 0.25 is 25%) and the line llvm-bolt prints.
 #[derive(Debug, Clone, Serialize)]
 pub struct QualityFigures {
-    /// Functions covered (the hottest with a valid profile, at most 1000).
-    pub functions: usize,
-    /// Function CFG discontinuity.
-    pub cfg_discontinuity: f64,
-    /// Call-graph flow-conservation gap.
-    pub call_graph_gap: f64,
-    /// CFG flow-conservation gap, weighted.
-    pub cfg_gap_weighted: f64,
-    /// CFG flow-conservation gap, worst block.
-    pub cfg_gap_worst: f64,
-    /// Landing-pad counts over all block counts.
-    pub eh_of_blocks: f64,
-    /// Landing-pad counts over invoke-block counts.
-    pub eh_of_invokes: f64,
+    /// The figures (over the hottest functions with a valid profile, at most 1000).
+    #[serde(flatten)]
+    pub figures: quality::Quality,
     /// The line llvm-bolt 22 prints for the same profile.
     pub bolt_line: String,
 }
@@ -315,14 +304,8 @@ pub fn branch_report(
 
 fn figures(q: quality::Quality) -> QualityFigures {
     QualityFigures {
-        functions: q.functions,
-        cfg_discontinuity: q.cfg_discontinuity,
-        call_graph_gap: q.call_graph_gap,
-        cfg_gap_weighted: q.cfg_gap_weighted,
-        cfg_gap_worst: q.cfg_gap_worst,
-        eh_of_blocks: q.eh_of_blocks,
-        eh_of_invokes: q.eh_of_invokes,
         bolt_line: q.bolt_line(),
+        figures: q,
     }
 }
 

@@ -82,6 +82,44 @@ fn readobj_blocks(bin: &Path) -> Vec<(String, u64, u64, u64)> {
     blocks
 }
 
+/// pcmap's frames equal llvm-symbolizer's (`--output-style=JSON` `Symbol` entries); pcmap says
+/// null where llvm-symbolizer says "".
+fn assert_frames_equal(ctx: &str, ours: &[Value], theirs: &[Value]) {
+    assert_eq!(ours.len(), theirs.len(), "{ctx}\n{theirs:?}");
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for (o, t) in ours.iter().zip(theirs) {
+        assert_eq!(s(&o["function"]), s(&t["FunctionName"]), "{ctx}");
+        assert_eq!(s(&o["file"]), s(&t["FileName"]), "{ctx}");
+        assert_eq!(o["line"], t["Line"], "{ctx}");
+        assert_eq!(o["column"], t["Column"], "{ctx}");
+    }
+}
+
+/// pcmap's block layer for `addr` equals llvm-readobj's block containing it (or both have
+/// none); true when there is a block.
+fn assert_block_equal(
+    ctx: &str,
+    ours: &Value,
+    blocks: &[(String, u64, u64, u64)],
+    addr: u64,
+) -> bool {
+    let theirs = blocks.iter().find(|b| addr >= b.2 && addr < b.3);
+    match (theirs, ours.is_null()) {
+        (None, true) => false,
+        (Some(t), false) => {
+            assert_eq!(ours["function"], t.0.as_str(), "{ctx}");
+            assert_eq!(ours["id"], t.1, "{ctx}");
+            assert_eq!(
+                (ours["start"].as_u64(), ours["end"].as_u64()),
+                (Some(t.2), Some(t.3)),
+                "{ctx}"
+            );
+            true
+        }
+        (t, _) => panic!("{ctx}: llvm-readobj's block {t:?}"),
+    }
+}
+
 #[test]
 fn symbol_frames_sites_and_blocks_equal_the_oracles() {
     for (compiler, flags) in [
@@ -132,16 +170,7 @@ fn symbol_frames_sites_and_blocks_equal_the_oracles() {
             );
             // Frames: llvm-symbolizer --inlining.
             let tf = inlined[i]["Symbol"].as_array().unwrap();
-            let of = e["frames"].as_array().unwrap();
-            assert_eq!(of.len(), tf.len(), "{ctx}\n{tf:?}");
-            // pcmap says null where llvm-symbolizer says "".
-            let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-            for (o, t) in of.iter().zip(tf) {
-                assert_eq!(s(&o["function"]), s(&t["FunctionName"]), "{ctx}");
-                assert_eq!(s(&o["file"]), s(&t["FileName"]), "{ctx}");
-                assert_eq!(o["line"], t["Line"], "{ctx}");
-                assert_eq!(o["column"], t["Column"], "{ctx}");
-            }
+            assert_frames_equal(&ctx, e["frames"].as_array().unwrap(), tf);
             // Sites: one per inlined frame, innermost first, named as the frame.
             let os = e["sites"].as_array().unwrap();
             assert_eq!(os.len(), tf.len() - 1, "{ctx}\n{tf:?}");
@@ -152,21 +181,7 @@ fn symbol_frames_sites_and_blocks_equal_the_oracles() {
             sites += os.len();
             // Block: llvm-readobj's map.
             let addr = e["address"].as_u64().unwrap();
-            let theirs = blocks.iter().find(|b| addr >= b.2 && addr < b.3);
-            match (theirs, e["block"].is_null()) {
-                (None, true) => {}
-                (Some(t), false) => {
-                    let o = &e["block"];
-                    assert_eq!(o["function"], t.0.as_str(), "{ctx}");
-                    assert_eq!(o["id"], t.1, "{ctx}");
-                    assert_eq!(
-                        (o["start"].as_u64(), o["end"].as_u64()),
-                        (Some(t.2), Some(t.3))
-                    );
-                    with_block += 1;
-                }
-                (t, _) => panic!("{ctx}: llvm-readobj's block {t:?}"),
-            }
+            with_block += usize::from(assert_block_equal(&ctx, &e["block"], &blocks, addr));
         }
         assert!(sites > 100, "{compiler}: only {sites} inline sites seen");
         eprintln!(
@@ -303,30 +318,9 @@ fn bolted_addresses_lead_to_the_input_binarys_blocks_and_frames() {
         // Frames: llvm-symbolizer on the input binary at the input address.
         let tf = frames[k]["Symbol"].as_array().unwrap();
         k += 1;
-        let of = e["frames"].as_array().unwrap();
-        assert_eq!(of.len(), tf.len(), "{ctx}\n{tf:?}");
-        let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-        for (o, t) in of.iter().zip(tf) {
-            assert_eq!(s(&o["function"]), s(&t["FunctionName"]), "{ctx}");
-            assert_eq!(o["line"], t["Line"], "{ctx}");
-            assert_eq!(o["column"], t["Column"], "{ctx}");
-        }
+        assert_frames_equal(&ctx, e["frames"].as_array().unwrap(), tf);
         // Block: llvm-readobj's map of the input binary.
-        let theirs = blocks.iter().find(|b| code >= b.2 && code < b.3);
-        match (theirs, e["block"].is_null()) {
-            (None, true) => {}
-            (Some(t), false) => {
-                let ob = &e["block"];
-                assert_eq!(ob["function"], t.0.as_str(), "{ctx}");
-                assert_eq!(ob["id"], t.1, "{ctx}");
-                assert_eq!(
-                    (ob["start"].as_u64(), ob["end"].as_u64()),
-                    (Some(t.2), Some(t.3))
-                );
-                with_block += 1;
-            }
-            (t, _) => panic!("{ctx}: llvm-readobj's block {t:?}"),
-        }
+        with_block += usize::from(assert_block_equal(&ctx, &e["block"], &blocks, code));
     }
     assert!(
         through_bat > 100,

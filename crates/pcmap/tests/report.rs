@@ -276,17 +276,7 @@ fn bolt_quality_line(bin: &Path, fdata: &str, tag: &str) -> Option<String> {
     let dir = tk::scratch_dir(&format!("cli-report-{tag}-bolt"));
     let fdata_path = dir.join("p2b.fdata");
     std::fs::write(&fdata_path, fdata).unwrap();
-    let out = run_ok(
-        Command::new(tool("llvm-bolt"))
-            .arg(bin)
-            .arg(format!("-data={}", fdata_path.display()))
-            .arg("-o")
-            .arg(dir.join("out.bolt")),
-    );
-    let _ = std::fs::remove_file(dir.join("out.bolt"));
-    out.lines()
-        .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
-        .map(str::to_string)
+    support::bolt_quality_line(bin, &fdata_path, &dir)
 }
 
 const BOLT_FLAGS: &[&str] = &[

@@ -518,3 +518,19 @@ pub fn run_both_on_perf_data(
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
 }
+
+/// The profile-quality line llvm-bolt 22 prints when it reads the fdata at `fdata` for `bin`
+/// (its output binary goes to `dir` and is removed).
+pub fn bolt_quality_line(bin: &Path, fdata: &Path, dir: &Path) -> Option<String> {
+    let out = tk::run_ok(
+        Command::new(tk::tool("llvm-bolt"))
+            .arg(bin)
+            .arg(format!("-data={}", fdata.display()))
+            .arg("-o")
+            .arg(dir.join("out.bolt")),
+    );
+    let _ = std::fs::remove_file(dir.join("out.bolt"));
+    out.lines()
+        .find(|l| l.starts_with("BOLT-INFO: profile quality metrics"))
+        .map(str::to_string)
+}
