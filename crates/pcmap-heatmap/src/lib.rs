@@ -28,6 +28,7 @@ use pcmap_profile::events::{Event, ParallelSink, Sink, TraceKind};
 use rustc_hash::FxHashSet;
 
 mod svg;
+pub use svg::escape;
 mod text;
 
 pub use text::{AnsiState, SectionHotness, SectionRow};

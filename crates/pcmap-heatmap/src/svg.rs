@@ -27,7 +27,8 @@ const LEFT: u64 = 150;
 const TOP: u64 = 70;
 const SKIP: u64 = 14;
 
-fn escape(s: &str) -> String {
+/// Escape text for XML/HTML content and attribute values.
+pub fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -20,21 +20,9 @@ pub struct Section {
     pub svg: String,
 }
 
-/// Escape text for HTML/SVG content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Escape text for HTML/SVG content and attribute values (the one escaper, shared with the
+/// heat map's SVG).
+pub use pcmap_heatmap::escape;
 
 fn pct(x: f64) -> String {
     format!("{:.2}%", x * 100.0)

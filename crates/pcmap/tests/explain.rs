@@ -53,7 +53,17 @@ fn symbolizer(bin: &str, inline: &str, addrs: &[String]) -> Vec<Value> {
 }
 
 /// Block of `ip` in llvm-readobj's map: (function name, block id, start, end).
-fn readobj_blocks(bin: &Path) -> Vec<(String, u64, u64, u64)> {
+/// One block of llvm-readobj's `--bb-addr-map`.
+struct ReadobjBlock {
+    function: String,
+    id: u64,
+    start: u64,
+    end: u64,
+    /// `HasReturn` or `HasTailCall`: control leaves the function from this block.
+    leaves: bool,
+}
+
+fn readobj_blocks(bin: &Path) -> Vec<ReadobjBlock> {
     let out = run_ok(
         Command::new(tool("llvm-readobj"))
             .args(["--elf-output-style=JSON", "--bb-addr-map"])
@@ -70,12 +80,13 @@ fn readobj_blocks(bin: &Path) -> Vec<(String, u64, u64, u64)> {
             let base = r["Base Address"].as_u64().unwrap();
             for e in r["BB Entries"].as_array().unwrap() {
                 let s = base + e["Offset"].as_u64().unwrap();
-                blocks.push((
-                    f["Name"].as_str().unwrap().to_string(),
-                    e["ID"].as_u64().unwrap(),
-                    s,
-                    s + e["Size"].as_u64().unwrap(),
-                ));
+                blocks.push(ReadobjBlock {
+                    function: f["Name"].as_str().unwrap().to_string(),
+                    id: e["ID"].as_u64().unwrap(),
+                    start: s,
+                    end: s + e["Size"].as_u64().unwrap(),
+                    leaves: e["HasReturn"] == true || e["HasTailCall"] == true,
+                });
             }
         }
     }
@@ -97,26 +108,24 @@ fn assert_frames_equal(ctx: &str, ours: &[Value], theirs: &[Value]) {
 
 /// pcmap's block layer for `addr` equals llvm-readobj's block containing it (or both have
 /// none); true when there is a block.
-fn assert_block_equal(
-    ctx: &str,
-    ours: &Value,
-    blocks: &[(String, u64, u64, u64)],
-    addr: u64,
-) -> bool {
-    let theirs = blocks.iter().find(|b| addr >= b.2 && addr < b.3);
+fn assert_block_equal(ctx: &str, ours: &Value, blocks: &[ReadobjBlock], addr: u64) -> bool {
+    let theirs = blocks.iter().find(|b| addr >= b.start && addr < b.end);
     match (theirs, ours.is_null()) {
         (None, true) => false,
         (Some(t), false) => {
-            assert_eq!(ours["function"], t.0.as_str(), "{ctx}");
-            assert_eq!(ours["id"], t.1, "{ctx}");
+            assert_eq!(ours["function"], t.function.as_str(), "{ctx}");
+            assert_eq!(ours["id"], t.id, "{ctx}");
             assert_eq!(
                 (ours["start"].as_u64(), ours["end"].as_u64()),
-                (Some(t.2), Some(t.3)),
+                (Some(t.start), Some(t.end)),
                 "{ctx}"
             );
             true
         }
-        (t, _) => panic!("{ctx}: llvm-readobj's block {t:?}"),
+        (t, _) => panic!(
+            "{ctx}: llvm-readobj's block {:?}",
+            t.map(|t| (&t.function, t.id, t.start, t.end))
+        ),
     }
 }
 
@@ -349,12 +358,15 @@ fn standard_input_is_answered_line_by_line() {
     );
     let b = bin.to_str().unwrap();
     let addrs = addresses(&bin, 97);
+    let err_path = tempfile::NamedTempFile::new().unwrap().into_temp_path();
     let mut child = Command::new(env!("CARGO_BIN_EXE_pcmap"))
         .args(["explain", b, "--json"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .expect("spawn pcmap explain");
+    let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     for a in addrs.iter().take(10) {
@@ -362,13 +374,22 @@ fn standard_input_is_answered_line_by_line() {
         stdin.flush().unwrap();
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
-        let streamed: Value = serde_json::from_str(&line).expect("one JSON object per line");
+        let streamed: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!(
+                "pcmap explain {b} --json (stdin): {e} on {line:?}; stderr:\n{}",
+                stderr()
+            )
+        });
         let single: Value = serde_json::from_str(&pcmap(&["explain", b, "--json", a])).unwrap();
         assert_eq!(streamed, single[0], "{a}");
     }
     drop(stdin);
     let status = child.wait().unwrap();
-    assert!(status.success(), "pcmap explain exited with {status}");
+    assert!(
+        status.success(),
+        "pcmap explain {b} --json (stdin) exited with {status}; stderr:\n{}",
+        stderr()
+    );
 }
 
 /// `-p`: each block's counts equal what the pre-aggregated profile says about the block's
@@ -384,23 +405,6 @@ fn block_counts_follow_the_profile() {
     let b = bin.to_str().unwrap();
     let blocks = readobj_blocks(&bin);
     assert!(blocks.len() > 20);
-    // Blocks that return or tail-call (llvm-readobj's HasReturn, HasTailCall): a branch out of
-    // one leaves the function, so it does not enter the next block as a jump.
-    let readobj: Value = serde_json::from_str(&run_ok(
-        Command::new(tool("llvm-readobj"))
-            .args(["--elf-output-style=JSON", "--bb-addr-map"])
-            .arg(&bin),
-    ))
-    .expect("readobj JSON");
-    let returns: Vec<bool> = readobj[0]["BBAddrMap"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|f| f["Function"]["BB Ranges"].as_array().unwrap().clone())
-        .flat_map(|r| r["BB Entries"].as_array().unwrap().clone())
-        .map(|e| e["HasReturn"] == true || e["HasTailCall"] == true)
-        .collect();
-    assert_eq!(returns.len(), blocks.len());
     // Samples at every 3rd address of every 2nd block; a branch from each block's last byte to
     // the start of the next block of the same function (a jump within the function).
     let mut pa = String::new();
@@ -408,20 +412,22 @@ fn block_counts_follow_the_profile() {
     let mut expected_in = vec![0u64; blocks.len()];
     for (n, blk) in blocks.iter().enumerate() {
         if n % 2 == 0 {
-            for a in (blk.2..blk.3).step_by(3) {
+            for a in (blk.start..blk.end).step_by(3) {
                 let c = 1 + (a % 5);
                 pa.push_str(&format!("S {a:x} {c}\n"));
                 expected_samples[n] += c;
             }
         }
         if let Some(next) = blocks.get(n + 1)
-            && !returns[n]
-            && next.0 == blk.0
-            && next.2 > blk.2
-            && blk.3 > blk.2
+            // A branch out of a block that returns or tail-calls leaves the function, so it
+            // does not enter the next block as a jump.
+            && !blk.leaves
+            && next.function == blk.function
+            && next.start > blk.start
+            && blk.end > blk.start
         {
             let c = 10 + n as u64;
-            pa.push_str(&format!("B {:x} {:x} {c} 0\n", blk.3 - 1, next.2));
+            pa.push_str(&format!("B {:x} {:x} {c} 0\n", blk.end - 1, next.start));
             expected_in[n + 1] += c;
         }
     }
@@ -438,15 +444,18 @@ fn block_counts_follow_the_profile() {
     ];
     let starts: Vec<String> = blocks
         .iter()
-        .filter(|b| b.3 > b.2)
-        .map(|b| format!("{:#x}", b.2))
+        .filter(|b| b.end > b.start)
+        .map(|b| format!("{:#x}", b.start))
         .collect();
     args.extend(starts.iter().map(String::as_str));
     let ours: Value = serde_json::from_str(&pcmap(&args)).expect("explain JSON");
     let mut checked = 0;
     for e in ours.as_array().unwrap() {
         let a = e["address"].as_u64().unwrap();
-        let n = blocks.iter().position(|b| b.2 == a && b.3 > b.2).unwrap();
+        let n = blocks
+            .iter()
+            .position(|b| b.start == a && b.end > b.start)
+            .unwrap();
         let c = &e["block"]["counts"];
         assert_eq!(c["samples"].as_u64(), Some(expected_samples[n]), "{e}");
         assert_eq!(c["branches_in"].as_u64(), Some(expected_in[n]), "{e}");
