@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Generate a pre-aggregated perf2bolt profile of valid traces for a binary.
 
-Usage: gen-preagg.py BINARY NRECORDS > profile.pa
+Usage: gen-preagg.py BINARY NRECORDS [HOT] > profile.pa
 Reads `llvm-objdump -d` of BINARY and emits about NRECORDS records with the mix
 T 55% / B 11% / F 11% / R 11% / S 11% (plus one `E cycles` line). Traces follow the
 disassembly (taken branch to its target, fall-through to the next control-flow instruction),
-so perf2bolt reports (almost) no mismatching traces. Deterministic (fixed seed).
+so perf2bolt reports (almost) no mismatching traces. HOT > 0: records start only in that many
+functions, picked at random (the rest of the binary stays cold). Deterministic (fixed seed).
 """
 import bisect
 import random
@@ -13,6 +14,7 @@ import subprocess
 import sys
 
 binary, n = sys.argv[1], int(sys.argv[2])
+hot = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 rng = random.Random(4242)
 objdump = "/usr/lib/llvm-22/bin/llvm-objdump"
 text = subprocess.run([objdump, "-d", "--no-show-raw-insn", binary], check=True,
@@ -60,17 +62,18 @@ def ft_end(addr):
     return addr
 
 
-branches = [(a, t) for _, ins in funcs for (a, m, t) in ins if t is not None]
-rets = [a for _, ins in funcs for (a, m, t) in ins if m.startswith("ret")]
+profiled = funcs if hot <= 0 or hot >= len(funcs) else rng.sample(funcs, hot)
+branches = [(a, t) for _, ins in profiled for (a, m, t) in ins if t is not None]
+rets = [a for _, ins in profiled for (a, m, t) in ins if m.startswith("ret")]
 after_calls = []
 after_jcc = []
-for _, ins in funcs:
+for _, ins in profiled:
     for k in range(len(ins) - 1):
         if ins[k][1].startswith("call"):
             after_calls.append(ins[k + 1][0])
         elif ins[k][1].startswith("j") and ins[k][1] != "jmp":
             after_jcc.append(ins[k + 1][0])
-allins = [a for _, ins in funcs for (a, _, _) in ins]
+allins = [a for _, ins in profiled for (a, _, _) in ins]
 out = sys.stdout
 out.write("E cycles\n")
 lines = []

@@ -289,6 +289,18 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         (address < self.ends[i]).then_some(i)
     }
 
+    /// [`Self::function_containing`], trying function `hint` first: a caller walking addresses in
+    /// order passes its last answer and mostly skips the search. Same answer for any hint.
+    pub fn function_containing_near(&self, address: u64, hint: usize) -> Option<usize> {
+        let hit = self.starts.get(hint).is_some_and(|&s| s <= address)
+            && self.ends.get(hint).is_some_and(|&e| address < e)
+            && self.starts.get(hint + 1).is_none_or(|&next| address < next);
+        if hit {
+            return Some(hint);
+        }
+        self.function_containing(address)
+    }
+
     /// Index of the function starting exactly at `address`.
     pub fn function_at(&self, address: u64) -> Option<usize> {
         self.starts.binary_search(&address).ok()

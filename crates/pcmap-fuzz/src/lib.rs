@@ -599,8 +599,13 @@ pub fn events_perf_data(data: &[u8]) {
             self.0 = self.0.wrapping_add(match event {
                 Event::Sample(s) => s.count,
                 Event::Trace(t) => t.count,
-                Event::Name(_) => 1,
+                Event::Name(_) => 0,
             });
+        }
+    }
+    impl events::ParallelSink for Count {
+        fn merge(self, later: Self) -> Self {
+            Count(self.0.wrapping_add(later.0))
         }
     }
     let Ok(file) = PerfFile::parse(data) else {
@@ -638,7 +643,15 @@ pub fn events_perf_data(data: &[u8]) {
                 ignore_build_id: true,
                 sample_ips: !basic,
             };
-            let _ = events::read_perf_data(&file, &desc, &opts, &mut Count(0));
+            let mut seq = Count(0);
+            let one = events::read_perf_data(&file, &desc, &opts, &mut seq);
+            // The parallel reader must agree with the sequential one, error or not.
+            let par = events::read_perf_data_parallel(&file, &desc, &opts, || Count(0), &|_| {});
+            match (one, par) {
+                (Ok(a), Ok((sink, b))) => assert!(a == b && seq.0 == sink.0),
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("sequential {a:?} vs parallel {:?}", b.map(|x| x.1)),
+            }
         }
     }
 }

@@ -364,21 +364,25 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         })
     }
 
-    /// The functions containing any of `addresses` (indexed like [`BoltFunctions::functions`]).
+    /// The functions containing any of `addresses` (indexed like [`BoltFunctions::functions`]);
+    /// each parallel part looks addresses up near its previous answer (addresses mostly come
+    /// in order).
     fn touched(&self, addresses: impl ParallelIterator<Item = u64>) -> Vec<bool> {
         let touched: Vec<AtomicBool> = (0..self.image.functions().len())
             .map(|_| AtomicBool::new(false))
             .collect();
-        addresses.for_each(|a| {
-            if let Some(i) = self.image.function_containing(a) {
+        addresses.for_each_with(0usize, |hint, a| {
+            if let Some(i) = self.image.function_containing_near(a, *hint) {
+                *hint = i;
                 touched[i].store(true, Ordering::Relaxed);
             }
         });
         touched.into_iter().map(AtomicBool::into_inner).collect()
     }
 
-    fn is_return(&self, addr: u64) -> bool {
-        let Some(fi) = self.image.function_containing(addr) else {
+    /// Whether the instruction at `addr` (in function `fi`, if any) is a return.
+    fn is_return(&self, addr: u64, fi: Option<usize>) -> bool {
+        let Some(fi) = fi else {
             return false;
         };
         let f = &self.image.functions()[fi];
@@ -419,8 +423,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             .map(|chunk| {
                 let mut out = Partial::default();
                 out.records.reserve(chunk.len() * 2);
+                let mut hint = 0;
                 for (t, c) in chunk {
-                    self.process_trace(t, c, profile, &mut out);
+                    self.process_trace(t, c, profile, &mut hint, &mut out);
                 }
                 progress(chunk.len() as u64);
                 (out.records.into_iter().collect(), out.stats)
@@ -455,15 +460,39 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         BranchProfile { records, stats }
     }
 
-    fn process_trace(&self, t: &Trace, c: &TraceCounts, p: &PreAggregated, out: &mut Partial) {
+    /// One trace; `hint`: the function of the previous trace's start (traces come sorted by it).
+    fn process_trace(
+        &self,
+        t: &Trace,
+        c: &TraceCounts,
+        p: &PreAggregated,
+        hint: &mut usize,
+        out: &mut Partial,
+    ) {
+        // Each end's function is looked up once per trace, near the previous trace's.
+        let real = |a: u64| a < crate::preagg::FT_EXTERNAL_RETURN;
+        let from_fn = self.image.function_containing_near(t.from, *hint);
+        if let Some(f) = from_fn {
+            *hint = f;
+        }
+        let branch_fn = real(t.branch)
+            .then(|| self.image.function_containing_near(t.branch, *hint))
+            .flatten();
         let is_return = p.returns.contains(&t.branch)
-            || (t.branch < crate::preagg::FT_EXTERNAL_RETURN && self.is_return(t.branch));
+            || (real(t.branch) && self.is_return(t.branch, branch_fn));
         let is_return = is_return || t.branch == crate::preagg::FT_EXTERNAL_RETURN;
         if !is_return && t.branch != FT_ONLY && t.branch != FT_EXTERNAL_ORIGIN {
-            self.do_branch(t.branch, t.from, c.count, c.mispreds, out);
+            self.do_branch(
+                (t.branch, branch_fn),
+                (t.from, from_fn),
+                c.count,
+                c.mispreds,
+                out,
+            );
         }
         if t.to != BR_ONLY {
-            self.do_trace(t, c.count, is_return, out);
+            let to_fn = self.image.function_containing_near(t.to, *hint);
+            self.do_trace(t, (from_fn, to_fn), c.count, is_return, out);
         }
     }
 
@@ -473,9 +502,16 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 
     /// [`Self::locate`], then in BAT mode the translation to the input function's offset and the
-    /// owning (parent) function, as perf2bolt's `doBranch` does for both ends.
-    fn locate_translated(&self, addr: u64, is_branch_src: bool) -> Option<(u32, u64)> {
-        let (fi, off) = self.locate(addr)?;
+    /// owning (parent) function, as perf2bolt's `doBranch` does for both ends. `fi`: the function
+    /// containing `addr`, already looked up.
+    fn locate_translated(
+        &self,
+        addr: u64,
+        fi: Option<usize>,
+        is_branch_src: bool,
+    ) -> Option<(u32, u64)> {
+        let fi = fi? as u32;
+        let off = addr - self.image.functions()[fi as usize].address;
         let Some(bat) = self.bat else {
             return Some((fi, off));
         };
@@ -513,9 +549,17 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         Some((owner, offset))
     }
 
-    fn do_branch(&self, from: u64, to: u64, count: u64, mispreds: u64, out: &mut Partial) {
-        let src = self.locate_translated(from, true);
-        let dst = self.locate_translated(to, false);
+    /// A taken branch; each end with the function containing it.
+    fn do_branch(
+        &self,
+        (from, from_fn): (u64, Option<usize>),
+        (to, to_fn): (u64, Option<usize>),
+        count: u64,
+        mispreds: u64,
+        out: &mut Partial,
+    ) {
+        let src = self.locate_translated(from, from_fn, true);
+        let dst = self.locate_translated(to, to_fn, false);
         match (src, dst) {
             (None, None) => {}
             (Some((func, from)), dst) => {
@@ -540,12 +584,17 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }
     }
 
-    fn do_trace(&self, t: &Trace, count: u64, is_return: bool, out: &mut Partial) {
+    /// The fall-through part of a trace; `fns`: the functions containing its start and end.
+    fn do_trace(
+        &self,
+        t: &Trace,
+        fns: (Option<usize>, Option<usize>),
+        count: u64,
+        is_return: bool,
+        out: &mut Partial,
+    ) {
         out.stats.traces = out.stats.traces.wrapping_add(count);
-        let (Some(ff), Some(tf)) = (
-            self.image.function_containing(t.from),
-            self.image.function_containing(t.to),
-        ) else {
+        let (Some(ff), Some(tf)) = fns else {
             out.stats.out_of_range = out.stats.out_of_range.wrapping_add(count);
             return;
         };

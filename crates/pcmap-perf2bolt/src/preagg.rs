@@ -62,12 +62,30 @@ pub struct PreAggregated {
 
 /// A [`Sink`] that collects events into [`PreAggregated`] (one per chunk when reading in
 /// parallel); [`TraceSink::finish`] merges duplicates.
+///
+/// Traces are appended as they come, and duplicates are merged whenever the list has doubled
+/// since the last merge (at least [`COMPACT_AT`] traces): memory follows the distinct traces,
+/// not the input (a perf.data of gigabytes repeats the same branches millions of times). When a
+/// merge finds at least half of the list duplicated, the sink switches to a hash table (cheaper
+/// than sorting again and again for such input); a pre-aggregated file, mostly distinct
+/// records, stays a list sorted once.
 #[derive(Debug, Default)]
 pub struct TraceSink {
     out: PreAggregated,
-    /// Traces of later chunks, concatenated once in [`TraceSink::finish`] (one exact allocation).
-    later: Vec<Vec<(Trace, TraceCounts)>>,
+    /// Length of the trace list after its last merge of duplicates.
+    compacted: usize,
+    /// The traces, once the input proved repetitive (then `out.traces` is empty until
+    /// [`TraceSink::finish`]).
+    table: Option<FxHashMap<Trace, TraceCounts>>,
+    /// The first [`PROBE_AT`] traces were checked for duplicates.
+    probed: bool,
 }
+
+/// After this many traces a [`TraceSink`] checks once how repetitive its input is.
+const PROBE_AT: usize = 1 << 16;
+
+/// The fewest traces a [`TraceSink`] merges duplicates of before [`TraceSink::finish`].
+pub const COMPACT_AT: usize = 1 << 20;
 
 impl Sink for TraceSink {
     fn event(&mut self, e: &Event<'_>) {
@@ -122,6 +140,10 @@ impl Sink for TraceSink {
                 to,
             },
         };
+        if let Some(table) = &mut self.table {
+            add_to(table.entry(trace).or_default(), t.count, t.mispreds);
+            return;
+        }
         out.traces.push((
             trace,
             TraceCounts {
@@ -129,14 +151,49 @@ impl Sink for TraceSink {
                 mispreds: t.mispreds,
             },
         ));
+        self.compact_if_grown();
     }
 }
 
+fn add_to(c: &mut TraceCounts, count: u64, mispreds: u64) {
+    c.count = c.count.wrapping_add(count);
+    c.mispreds = c.mispreds.wrapping_add(mispreds);
+}
+
 impl ParallelSink for TraceSink {
-    fn merge(mut self, later: Self) -> Self {
+    fn merge(mut self, mut later: Self) -> Self {
+        // Traces: into the larger hash table when either side has one, else one list.
+        match (self.table.take(), later.table.take()) {
+            (None, None) => {
+                let b = std::mem::take(&mut later.out.traces);
+                if self.out.traces.is_empty() {
+                    self.out.traces = b;
+                } else {
+                    self.out.traces.extend(b);
+                }
+            }
+            (x, y) => {
+                let (mut table, other) = match (x, y) {
+                    (Some(x), Some(y)) if y.len() > x.len() => (y, Some(x)),
+                    (Some(x), y) => (x, y),
+                    (None, Some(y)) => (y, None),
+                    (None, None) => unreachable!("handled above"),
+                };
+                let lists = [
+                    std::mem::take(&mut self.out.traces),
+                    std::mem::take(&mut later.out.traces),
+                ];
+                for (t, c) in lists
+                    .into_iter()
+                    .flatten()
+                    .chain(other.into_iter().flatten())
+                {
+                    add_to(table.entry(t).or_default(), c.count, c.mispreds);
+                }
+                self.table = Some(table);
+            }
+        }
         let (a, b) = (&mut self.out, later.out);
-        self.later.push(b.traces);
-        self.later.extend(later.later);
         for (k, v) in b.samples {
             let e = a.samples.entry(k).or_default();
             *e = e.wrapping_add(v);
@@ -149,33 +206,55 @@ impl ParallelSink for TraceSink {
         }
         a.entries += b.entries;
         a.total_samples = a.total_samples.wrapping_add(b.total_samples);
+        self.compacted = self.compacted.max(later.compacted);
+        if self.table.is_none() {
+            self.compact_if_grown();
+        }
         self
     }
 }
 
 impl TraceSink {
     /// Sort the traces by (from, branch, to) and merge duplicates.
-    pub fn finish(self) -> PreAggregated {
-        let mut out = self.out;
-        out.traces
-            .reserve_exact(self.later.iter().map(Vec::len).sum());
-        for part in self.later {
-            out.traces.extend(part);
+    pub fn finish(mut self) -> PreAggregated {
+        if let Some(table) = self.table.take() {
+            self.out.traces.extend(table);
         }
-        out.traces
-            .par_sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
-        // Merge duplicates in place (`dedup_by` hands over the later element first).
-        out.traces.dedup_by(|(t, c), (kt, kc)| {
-            if t != kt {
-                return false;
-            }
-            kc.count = kc.count.wrapping_add(c.count);
-            kc.mispreds = kc.mispreds.wrapping_add(c.mispreds);
-            true
-        });
-        out.traces.shrink_to_fit();
-        out
+        sort_and_merge(&mut self.out.traces);
+        self.out.traces.shrink_to_fit();
+        self.out
     }
+
+    fn compact_if_grown(&mut self) {
+        let len = self.out.traces.len();
+        let probe = !self.probed && len >= PROBE_AT;
+        if probe || (len >= COMPACT_AT && len >= 2 * self.compacted) {
+            self.probed = true;
+            sort_and_merge(&mut self.out.traces);
+            self.compacted = self.out.traces.len();
+            if self.compacted * 2 <= len {
+                let mut table =
+                    FxHashMap::with_capacity_and_hasher(self.compacted * 2, Default::default());
+                table.extend(self.out.traces.drain(..));
+                self.out.traces = Vec::new();
+                self.table = Some(table);
+            }
+        }
+    }
+}
+
+/// Sort traces by (from, branch, to) and merge duplicates in place (counts summed).
+fn sort_and_merge(traces: &mut Vec<(Trace, TraceCounts)>) {
+    traces.par_sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
+    // `dedup_by` hands over the later element first.
+    traces.dedup_by(|(t, c), (kt, kc)| {
+        if t != kt {
+            return false;
+        }
+        kc.count = kc.count.wrapping_add(c.count);
+        kc.mispreds = kc.mispreds.wrapping_add(c.mispreds);
+        true
+    });
 }
 
 impl PreAggregated {
@@ -189,12 +268,12 @@ impl PreAggregated {
         };
         let mut sink = TraceSink {
             out: first,
-            later: Vec::new(),
+            ..TraceSink::default()
         };
         for p in parts {
             sink = sink.merge(TraceSink {
                 out: p,
-                later: Vec::new(),
+                ..TraceSink::default()
             });
         }
         sink.finish()
@@ -262,14 +341,18 @@ pub fn parse(data: &[u8], progress: &(dyn Fn(u64) + Sync)) -> Result<PreAggregat
 
 /// Read the samples of the binary described by `bin` from perf.data bytes (perf2bolt's rules, see
 /// [`events::read_perf_data`]). The counts perf2bolt prints come back with the records.
+///
+/// The file is read in parallel pieces; `done` is called with each piece's byte range once it
+/// has been read (see [`events::read_perf_data_parallel`]).
 pub fn read_perf_data(
     data: &[u8],
     bin: &events::BinaryDesc<'_>,
     opts: &events::PerfOptions,
+    done: &(dyn Fn(std::ops::Range<usize>) + Sync),
 ) -> Result<(PreAggregated, events::PerfStats), Error> {
     let file = PerfFile::parse(data).map_err(events::PerfError::from)?;
-    let mut sink = TraceSink::default();
-    let stats = events::read_perf_data(&file, bin, opts, &mut sink)?;
+    let (sink, stats) =
+        events::read_perf_data_parallel(&file, bin, opts, TraceSink::default, done)?;
     let mut out = sink.finish();
     out.total_samples = stats.total_samples;
     out.entries = stats.samples;
@@ -279,6 +362,66 @@ pub fn read_perf_data(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Repetitive input (the sink switches to its hash table, in some chunks and not others)
+    /// and distinct input give the same traces as counting them one by one.
+    #[test]
+    fn trace_sink_counts_alike_in_list_and_table_modes() {
+        use pcmap_profile::events::{Loc, Trace as Ev};
+        let ev = |k: u64, distinct: u64| {
+            let a = (k * 7919) % distinct;
+            Ev {
+                pid: None,
+                kind: if a.is_multiple_of(5) {
+                    TraceKind::BranchOnly
+                } else {
+                    TraceKind::Taken
+                },
+                branch: Loc::inside(0x1000 + a),
+                from: Loc::inside(0x2000 + a % 31),
+                to: Loc::inside(0x3000 + a % 17),
+                count: 1 + k % 3,
+                mispreds: k % 2,
+            }
+        };
+        for (n, distinct) in [(300_000u64, 1_000u64), (200_000, 199_999)] {
+            let mut expected: std::collections::BTreeMap<(u64, u64, u64), (u64, u64)> =
+                Default::default();
+            let mut parts: Vec<TraceSink> = Vec::new();
+            for chunk in 0..3u64 {
+                let mut sink = TraceSink::default();
+                // Chunks of different sizes: one below the probe, two above it.
+                let len = if chunk == 0 { PROBE_AT as u64 / 2 } else { n };
+                for k in 0..len {
+                    let e = ev(k + chunk * 11, distinct);
+                    sink.event(&Event::Trace(e));
+                    let to = if e.kind == TraceKind::BranchOnly {
+                        BR_ONLY
+                    } else {
+                        e.to.addr
+                    };
+                    let x = expected
+                        .entry((e.from.addr, e.branch.addr, to))
+                        .or_default();
+                    x.0 += e.count;
+                    x.1 += e.mispreds;
+                }
+                parts.push(sink);
+            }
+            let merged = parts
+                .into_iter()
+                .reduce(|a, b| a.merge(b))
+                .unwrap()
+                .finish();
+            let got: Vec<_> = merged
+                .traces
+                .iter()
+                .map(|(t, c)| ((t.from, t.branch, t.to), (c.count, c.mispreds)))
+                .collect();
+            let want: Vec<_> = expected.into_iter().collect();
+            assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn parses_every_record_type_and_merges() {

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 
 use crate::perfdata::{self, PerfFile, Record};
 use crate::preagg::{self, FallThroughKind, Location, Record as PaRecord, TraceKind as PaKind};
+use rayon::prelude::*;
 
 /// An address in an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -417,35 +418,103 @@ pub fn binary_mappings(
     file: &PerfFile<'_>,
     bin: &BinaryDesc<'_>,
 ) -> Result<Vec<Mapping>, perfdata::Error> {
-    struct Raw {
+    let mut tasks = Vec::new();
+    file.for_each_record(|r| {
+        tasks.extend(TaskRecord::of(r));
+        true
+    })?;
+    Ok(mappings_from(file, bin, &tasks))
+}
+
+/// The record types [`TaskRecord::of`] keeps.
+const TASK_RECORD_TYPES: [u32; 4] = [
+    perfdata::record_type::MMAP,
+    perfdata::record_type::MMAP2,
+    perfdata::record_type::COMM,
+    perfdata::record_type::FORK,
+];
+
+/// What [`binary_mappings`] needs of a record: the mappings, `COMM exec` and `FORK`.
+enum TaskRecord {
+    Mmap {
         pid: u32,
         start: u64,
         len: u64,
         pgoff: u64,
         name: Vec<u8>,
-    }
-    let mut raw: Vec<Raw> = Vec::new();
-    file.for_each_record(|r| {
-        if let Record::Mmap(m) = r
-            && m.is_mmap2
-            && m.pid != u32::MAX
-            && !m.filename.starts_with(b"//")
-            && !m.filename.starts_with(b"[")
-            && !m.filename.ends_with(b" (deleted)")
-        {
-            raw.push(Raw {
-                pid: m.pid,
-                start: m.start,
-                len: m.len,
-                pgoff: m.pgoff,
-                name: basename(m.filename).to_vec(),
-            });
+    },
+    CommExec {
+        pid: u32,
+    },
+    Fork {
+        pid: u32,
+        ppid: u32,
+        time: u64,
+    },
+}
+
+impl TaskRecord {
+    fn of(r: &Record<'_>) -> Option<TaskRecord> {
+        match r {
+            Record::Mmap(m)
+                if m.is_mmap2
+                    && m.pid != u32::MAX
+                    && !m.filename.starts_with(b"//")
+                    && !m.filename.starts_with(b"[")
+                    && !m.filename.ends_with(b" (deleted)") =>
+            {
+                Some(TaskRecord::Mmap {
+                    pid: m.pid,
+                    start: m.start,
+                    len: m.len,
+                    pgoff: m.pgoff,
+                    name: basename(m.filename).to_vec(),
+                })
+            }
+            Record::Comm {
+                pid, exec: true, ..
+            } => Some(TaskRecord::CommExec { pid: *pid }),
+            Record::Fork(t) if t.pid != t.ppid => Some(TaskRecord::Fork {
+                pid: t.pid,
+                ppid: t.ppid,
+                time: t.sample_id.time.unwrap_or(t.time),
+            }),
+            _ => None,
         }
-        true
-    })?;
-    let names: Vec<&[u8]> = raw.iter().map(|r| r.name.as_slice()).collect();
+    }
+}
+
+/// [`binary_mappings`] from the file's task records, in file order.
+fn mappings_from(file: &PerfFile<'_>, bin: &BinaryDesc<'_>, tasks: &[TaskRecord]) -> Vec<Mapping> {
+    struct Raw<'t> {
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        name: &'t [u8],
+    }
+    let raw: Vec<Raw<'_>> = tasks
+        .iter()
+        .filter_map(|t| match t {
+            TaskRecord::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                name,
+            } => Some(Raw {
+                pid: *pid,
+                start: *start,
+                len: *len,
+                pgoff: *pgoff,
+                name,
+            }),
+            _ => None,
+        })
+        .collect();
+    let names: Vec<&[u8]> = raw.iter().map(|r| r.name).collect();
     let Some(name) = name_to_use(file, bin.build_id, bin.file_name, &names) else {
-        return Ok(Vec::new());
+        return Vec::new();
     };
     let mut by_pid: Vec<Mapping> = Vec::new();
     let mut slot: HashMap<u32, usize> = HashMap::new();
@@ -485,15 +554,13 @@ pub fn binary_mappings(
         }
     }
     if by_pid.is_empty() {
-        return Ok(by_pid);
+        return by_pid;
     }
     // Task events.
-    file.for_each_record(|r| {
-        match r {
-            Record::Comm {
-                pid, exec: true, ..
-            } => {
-                if let Some(&i) = slot.get(pid)
+    for t in tasks {
+        match *t {
+            TaskRecord::CommExec { pid } => {
+                if let Some(&i) = slot.get(&pid)
                     && by_pid[i].forked
                 {
                     by_pid.swap_remove(i);
@@ -503,28 +570,26 @@ pub fn binary_mappings(
                     }
                 }
             }
-            Record::Fork(t) if t.pid != t.ppid => {
+            TaskRecord::Fork { pid, ppid, time } => {
                 // perf2bolt reads the time `perf script` prints (seconds and microseconds): a
                 // fork in the first microsecond counts as "before recording" and is skipped
                 // (the child then needs its own mappings).
-                let time = t.sample_id.time.unwrap_or(t.time);
                 if time / 1000 != 0
-                    && !slot.contains_key(&t.pid)
-                    && let Some(&p) = slot.get(&t.ppid)
+                    && !slot.contains_key(&pid)
+                    && let Some(&p) = slot.get(&ppid)
                 {
                     let mut child = by_pid[p];
-                    child.pid = t.pid;
+                    child.pid = pid;
                     child.forked = true;
-                    slot.insert(t.pid, by_pid.len());
+                    slot.insert(pid, by_pid.len());
                     by_pid.push(child);
                 }
             }
-            _ => {}
+            TaskRecord::Mmap { .. } => {}
         }
-        true
-    })?;
+    }
     by_pid.sort_by_key(|m| m.pid);
-    Ok(by_pid)
+    by_pid
 }
 
 /// Whether any event of `file` records branch stacks (else only basic samples can be read).
@@ -547,105 +612,239 @@ pub fn read_perf_data<S: Sink>(
     opts: &PerfOptions,
     sink: &mut S,
 ) -> Result<PerfStats, PerfError> {
-    let mut stats = PerfStats::default();
-    if let Some(id) = bin.build_id {
-        stats.build_id_matched = file
-            .build_ids
-            .iter()
-            .any(|e| e.build_id.starts_with(id) || id.starts_with(&e.build_id));
-        if !stats.build_id_matched && !file.build_ids.is_empty() && !opts.ignore_build_id {
-            return Err(PerfError::BuildIdMismatch);
+    let (reader, mut stats, _) = SampleReader::new(file, bin, opts, 1, &|_| {})?;
+    reader.read(file.data_range()?, sink, &mut stats)?;
+    Ok(stats)
+}
+
+/// [`read_perf_data`] in parallel: the data section is cut at record boundaries into pieces of
+/// a few megabytes, each read into its own sink from `init`; the sinks are merged in file order
+/// (so the result equals the sequential read's). `done` is called with each piece's byte range
+/// once it has been read (a caller with a memory map releases those pages: a file of gigabytes
+/// does not stay resident). Files with compressed records are read in one piece.
+pub fn read_perf_data_parallel<S: ParallelSink>(
+    file: &PerfFile<'_>,
+    bin: &BinaryDesc<'_>,
+    opts: &PerfOptions,
+    init: impl Fn() -> S + Sync,
+    done: &(dyn Fn(std::ops::Range<usize>) + Sync),
+) -> Result<(S, PerfStats), PerfError> {
+    let whole = file.data_range()?;
+    let threads = rayon::current_num_threads().max(1);
+    let parts = whole.len().div_ceil(32 << 20).max(threads * 4);
+    let (reader, stats, pieces) = SampleReader::new(file, bin, opts, parts, done)?;
+    let Some(pieces) = pieces else {
+        let mut sink = init();
+        let mut stats = stats;
+        reader.read(whole.clone(), &mut sink, &mut stats)?;
+        done(whole);
+        return Ok((sink, stats));
+    };
+    let read = |range: std::ops::Range<usize>| -> Result<(S, PerfStats), PerfError> {
+        let mut sink = init();
+        let mut st = PerfStats::default();
+        reader.read(range.clone(), &mut sink, &mut st)?;
+        done(range);
+        Ok((sink, st))
+    };
+    let (sink, counts) = pieces
+        .into_par_iter()
+        .map(read)
+        .try_reduce_with(|(a, sa), (b, sb)| Ok((a.merge(b), sa.plus(&sb))))
+        .unwrap_or_else(|| Ok((init(), PerfStats::default())))?;
+    Ok((sink, stats.plus(&counts)))
+}
+
+impl PerfStats {
+    /// The counts of two pieces of one file together (the per-file facts from `self`).
+    fn plus(&self, o: &PerfStats) -> PerfStats {
+        PerfStats {
+            total_samples: self.total_samples + o.total_samples,
+            samples: self.samples + o.samples,
+            entries: self.entries + o.entries,
+            samples_without_branch_stack: self.samples_without_branch_stack
+                + o.samples_without_branch_stack,
+            build_id_matched: self.build_id_matched,
+            pids: self.pids,
         }
     }
-    let mut maps = binary_mappings(file, bin)?;
-    if maps.is_empty() {
-        return Err(PerfError::NotMapped {
-            name: String::from_utf8_lossy(basename(bin.file_name)).into_owned(),
-        });
-    }
-    if let Some(p) = opts.pid {
-        maps.retain(|m| m.pid == p);
+}
+
+/// Byte ranges of a perf.data's data section, at record boundaries.
+type Pieces = Vec<std::ops::Range<usize>>;
+
+/// What reading the samples of a perf.data needs, prepared once per file: the binary's
+/// mappings per process and the event names.
+struct SampleReader<'f, 'data> {
+    file: &'f PerfFile<'data>,
+    opts: &'f PerfOptions,
+    maps: Vec<Mapping>,
+    names: Vec<Vec<u8>>,
+}
+
+impl<'f, 'data> SampleReader<'f, 'data> {
+    /// Check the build-id, find the binary's mappings (per `--pid`), and the per-file
+    /// statistics; with them, the file cut into about `parts` pieces ([`PerfFile::split`],
+    /// `None` for a file that must be read in one piece). One pass over the record headers
+    /// (`done` gets each piece after it), or two for a compressed file.
+    fn new(
+        file: &'f PerfFile<'data>,
+        bin: &BinaryDesc<'_>,
+        opts: &'f PerfOptions,
+        parts: usize,
+        done: &dyn Fn(std::ops::Range<usize>),
+    ) -> Result<(Self, PerfStats, Option<Pieces>), PerfError> {
+        let mut stats = PerfStats::default();
+        if let Some(id) = bin.build_id {
+            stats.build_id_matched = file
+                .build_ids
+                .iter()
+                .any(|e| e.build_id.starts_with(id) || id.starts_with(&e.build_id));
+            if !stats.build_id_matched && !file.build_ids.is_empty() && !opts.ignore_build_id {
+                return Err(PerfError::BuildIdMismatch);
+            }
+        }
+        let mut tasks = Vec::new();
+        let pieces = file.split(
+            parts,
+            &TASK_RECORD_TYPES,
+            |r| tasks.extend(TaskRecord::of(r)),
+            done,
+        )?;
+        if pieces.is_none() {
+            tasks.clear();
+            file.for_each_record(|r| {
+                tasks.extend(TaskRecord::of(r));
+                true
+            })?;
+        }
+        let mut maps = mappings_from(file, bin, &tasks);
         if maps.is_empty() {
-            return Err(PerfError::PidNotFound { pid: p });
+            return Err(PerfError::NotMapped {
+                name: String::from_utf8_lossy(basename(bin.file_name)).into_owned(),
+            });
         }
+        if let Some(p) = opts.pid {
+            maps.retain(|m| m.pid == p);
+            if maps.is_empty() {
+                return Err(PerfError::PidNotFound { pid: p });
+            }
+        }
+        stats.pids = maps.len();
+        let names: Vec<Vec<u8>> = (0..file.attrs.len())
+            .map(|i| format!("{}:", file.event_name(i)).into_bytes())
+            .collect();
+        Ok((
+            SampleReader {
+                file,
+                opts,
+                maps,
+                names,
+            },
+            stats,
+            pieces,
+        ))
     }
-    stats.pids = maps.len();
-    let names: Vec<Vec<u8>> = (0..file.attrs.len())
-        .map(|i| format!("{}:", file.event_name(i)).into_bytes())
-        .collect();
-    let mut last_attr = usize::MAX;
-    file.for_each_sample(|s| {
-        let map = s
-            .pid
-            .and_then(|p| maps.binary_search_by_key(&p, |m| m.pid).ok())
-            .map(|i| maps[i]);
-        let tr = |a: u64| match &map {
-            Some(m) => m.translate(a),
-            None => Loc::inside(a),
-        };
-        if opts.basic {
-            let Some(ip) = s.ip.filter(|&ip| ip != 0) else {
-                return;
+
+    /// The events of the samples in `range` (record boundaries) into `sink`, counted in `stats`.
+    fn read<S: Sink>(
+        &self,
+        range: std::ops::Range<usize>,
+        sink: &mut S,
+        stats: &mut PerfStats,
+    ) -> Result<(), PerfError> {
+        let (maps, names, opts) = (&self.maps, &self.names, self.opts);
+        let mut last_attr = usize::MAX;
+        self.file.for_each_record_in(range, None, |r| {
+            let Record::Sample(s) = r else {
+                return true;
             };
-            if map.is_none() {
-                return;
-            }
-            stats.total_samples += 1;
-            if s.attr_index != last_attr {
-                last_attr = s.attr_index;
-                if let Some(n) = names.get(s.attr_index) {
-                    sink.event(&Event::Name(n));
-                }
-            }
-            sink.event(&Event::Sample(Sample {
-                pid: s.pid,
-                at: tr(ip),
-                count: 1,
-            }));
+            read_sample(s, maps, names, opts, &mut last_attr, sink, stats);
+            true
+        })?;
+        Ok(())
+    }
+}
+
+/// One sample's events.
+fn read_sample<S: Sink>(
+    s: &perfdata::Sample<'_>,
+    maps: &[Mapping],
+    names: &[Vec<u8>],
+    opts: &PerfOptions,
+    last_attr: &mut usize,
+    sink: &mut S,
+    stats: &mut PerfStats,
+) {
+    let map = s
+        .pid
+        .and_then(|p| maps.binary_search_by_key(&p, |m| m.pid).ok())
+        .map(|i| maps[i]);
+    let tr = |a: u64| match &map {
+        Some(m) => m.translate(a),
+        None => Loc::inside(a),
+    };
+    if opts.basic {
+        let Some(ip) = s.ip.filter(|&ip| ip != 0) else {
             return;
-        }
-        stats.total_samples += 1;
+        };
         if map.is_none() {
             return;
         }
-        stats.samples += 1;
-        if opts.sample_ips
-            && let Some(ip) = s.ip
-        {
-            sink.event(&Event::Sample(Sample {
-                pid: s.pid,
-                at: tr(ip),
-                count: 1,
-            }));
-        }
-        let Some(stack) = s.branch_stack.filter(|b| !b.is_empty()) else {
-            stats.samples_without_branch_stack += 1;
-            return;
-        };
-        let mut next_from: Option<Loc> = None;
-        for e in stack.iter() {
-            if e.from >= KERNEL_BASE || e.to >= KERNEL_BASE {
-                continue;
+        stats.total_samples += 1;
+        if s.attr_index != *last_attr {
+            *last_attr = s.attr_index;
+            if let Some(n) = names.get(s.attr_index) {
+                sink.event(&Event::Name(n));
             }
-            stats.entries += 1;
-            let branch = tr(e.from);
-            let (kind, to) = match next_from {
-                Some(t) => (TraceKind::Taken, t),
-                None => (TraceKind::BranchOnly, Loc::default()),
-            };
-            next_from = Some(branch);
-            sink.event(&Event::Trace(Trace {
-                pid: s.pid,
-                kind,
-                branch,
-                from: tr(e.to),
-                to,
-                count: 1,
-                mispreds: u64::from(e.mispredicted()),
-            }));
         }
-    })?;
-    Ok(stats)
+        sink.event(&Event::Sample(Sample {
+            pid: s.pid,
+            at: tr(ip),
+            count: 1,
+        }));
+        return;
+    }
+    stats.total_samples += 1;
+    if map.is_none() {
+        return;
+    }
+    stats.samples += 1;
+    if opts.sample_ips
+        && let Some(ip) = s.ip
+    {
+        sink.event(&Event::Sample(Sample {
+            pid: s.pid,
+            at: tr(ip),
+            count: 1,
+        }));
+    }
+    let Some(stack) = s.branch_stack.filter(|b| !b.is_empty()) else {
+        stats.samples_without_branch_stack += 1;
+        return;
+    };
+    let mut next_from: Option<Loc> = None;
+    for e in stack.iter() {
+        if e.from >= KERNEL_BASE || e.to >= KERNEL_BASE {
+            continue;
+        }
+        stats.entries += 1;
+        let branch = tr(e.from);
+        let (kind, to) = match next_from {
+            Some(t) => (TraceKind::Taken, t),
+            None => (TraceKind::BranchOnly, Loc::default()),
+        };
+        next_from = Some(branch);
+        sink.event(&Event::Trace(Trace {
+            pid: s.pid,
+            kind,
+            branch,
+            from: tr(e.to),
+            to,
+            count: 1,
+            mispreds: u64::from(e.mispredicted()),
+        }));
+    }
 }
 
 #[cfg(test)]
@@ -806,5 +1005,65 @@ mod tests {
         assert_eq!(stats.total_samples, 2);
         assert_eq!(c.0.len(), 3);
         assert!(c.0[0].starts_with("Name") && c.0[1].contains("addr: 4352"));
+    }
+
+    #[test]
+    fn parallel_perf_data_read_equals_the_sequential_one() {
+        use crate::perfdata::writer::{Options, SampleSpec, Writer};
+        use crate::perfdata::{BranchEntry, PerfFile};
+        use std::sync::Mutex;
+        let base = 0x5555_0000_0000u64;
+        let mut w = Writer::new(Options::default());
+        w.comm(1, 1, b"prog", 1);
+        w.mmap2(1, 1, base + 0x1000, 0x2000, 0x1000, b"/opt/prog", 2);
+        w.task(false, 2, 1, 2, 1, 5_000_000);
+        // Enough samples for many pieces; addresses vary so that order would show.
+        for k in 0..3000u64 {
+            w.sample(&SampleSpec {
+                ip: base + 0x1100,
+                pid: 1 + (k % 3) as u32,
+                tid: 1,
+                time: 10_000_000 + k,
+                period: 1,
+                branches: vec![
+                    BranchEntry {
+                        from: base + 0x1200 + k % 97,
+                        to: base + 0x1300,
+                        flags: k & 1,
+                    },
+                    BranchEntry {
+                        from: base + 0x1180,
+                        to: base + 0x1100 + k % 13,
+                        flags: 0,
+                    },
+                ],
+                hw_idx: 0,
+            });
+        }
+        let data = w.finish();
+        let file = PerfFile::parse(&data).unwrap();
+        let mut seq = Collect::default();
+        let seq_stats =
+            read_perf_data(&file, &desc(false), &PerfOptions::default(), &mut seq).unwrap();
+        let released = Mutex::new(Vec::new());
+        let (par, par_stats) = read_perf_data_parallel(
+            &file,
+            &desc(false),
+            &PerfOptions::default(),
+            Collect::default,
+            &|r| released.lock().unwrap().push(r),
+        )
+        .unwrap();
+        assert_eq!(par.0, seq.0);
+        assert_eq!(par_stats, seq_stats);
+        assert_eq!(seq_stats.samples, 2000);
+        // Every byte of the data section was handed back, in more than one piece.
+        let mut r = released.into_inner().unwrap();
+        r.sort_by_key(|r| r.start);
+        r.dedup();
+        assert!(r.len() > 1);
+        assert_eq!(r.first().unwrap().start, file.data_range().unwrap().start);
+        assert_eq!(r.last().unwrap().end, file.data_range().unwrap().end);
+        assert!(r.windows(2).all(|w| w[0].end == w[1].start));
     }
 }

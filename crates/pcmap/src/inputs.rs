@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use pcmap_binary::Binary;
+use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::preagg;
 use pcmap_profile::events::PerfOptions;
 
@@ -37,15 +37,19 @@ pub fn read_preaggregated(data: &[u8], path: &Path) -> Result<preagg::PreAggrega
     Ok(parsed)
 }
 
-/// Read perf.data (`data`, from `path`) of `binary` (from `binary_path`) as perf2bolt does.
+/// Read perf.data (`file`, from `path`) of `binary` (from `binary_path`) as perf2bolt does, in
+/// parallel; the pages of the file are released as they are read (a file of gigabytes does not
+/// stay resident).
 pub fn read_perf_data(
     binary: &Binary<'_>,
     binary_path: &Path,
-    data: &[u8],
+    file: &MappedFile,
     path: &Path,
     opts: &PerfOptions,
 ) -> Result<(preagg::PreAggregated, pcmap_profile::events::PerfStats)> {
     let desc =
         pcmap_bbmap::profile::binary_desc(binary, binary_path.as_os_str().as_encoded_bytes());
-    preagg::read_perf_data(data, &desc, opts).with_context(|| format!("reading {}", path.display()))
+    file.advise_sequential();
+    preagg::read_perf_data(file.bytes(), &desc, opts, &|r| file.release(r))
+        .with_context(|| format!("reading {}", path.display()))
 }

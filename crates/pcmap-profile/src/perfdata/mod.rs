@@ -566,6 +566,38 @@ impl<'data> PerfFile<'data> {
         records::walk(self, &mut f)
     }
 
+    /// The byte range of the data section (the records) in the file.
+    pub fn data_range(&self) -> Result<std::ops::Range<usize>, Error> {
+        self.data_section.range(self.data.len(), "data section")
+    }
+
+    /// [`PerfFile::for_each_record`] over `range` of the file (one of [`PerfFile::split`]'s
+    /// pieces), decoding only records of the types in `only` when given.
+    pub fn for_each_record_in(
+        &self,
+        range: std::ops::Range<usize>,
+        only: Option<&[u32]>,
+        mut f: impl FnMut(&Record<'_>) -> bool,
+    ) -> Result<(), Error> {
+        records::walk_range(self, range, only, &mut f)
+    }
+
+    /// The data section cut into about `parts` byte ranges at record boundaries, to read in
+    /// parallel with [`PerfFile::for_each_record_in`], reading only record headers — except for
+    /// the records whose type is in `only`, which are decoded for `f` on the way. `done` gets
+    /// each range once its headers have been read (to release its pages). `None` when the file
+    /// holds compressed records (one zstd stream across records: read it in one piece; `f` may
+    /// have seen some records by then).
+    pub fn split(
+        &self,
+        parts: usize,
+        only: &[u32],
+        mut f: impl FnMut(&Record<'_>),
+        done: &dyn Fn(std::ops::Range<usize>),
+    ) -> Result<Option<Vec<std::ops::Range<usize>>>, Error> {
+        records::split(self, parts, only, &mut f, done)
+    }
+
     /// The samples only (convenience over [`PerfFile::for_each_record`]).
     pub fn for_each_sample(&self, mut f: impl FnMut(&Sample<'_>)) -> Result<(), Error> {
         self.for_each_record(|r| {

@@ -259,8 +259,20 @@ pub(super) fn walk(
     file: &PerfFile<'_>,
     f: &mut dyn FnMut(&Record<'_>) -> bool,
 ) -> Result<(), Error> {
+    let range = file.data_section.range(file.data.len(), "data section")?;
+    walk_range(file, range, None, f)
+}
+
+/// [`walk`] over the records in `range` of the file (which must start and end at record
+/// boundaries, see [`split`]); with `only`, other record types are skipped undecoded (records
+/// inside compressed chunks are always decoded).
+pub(super) fn walk_range(
+    file: &PerfFile<'_>,
+    range: std::ops::Range<usize>,
+    only: Option<&[u32]>,
+    f: &mut dyn FnMut(&Record<'_>) -> bool,
+) -> Result<(), Error> {
     let data = file.data;
-    let range = file.data_section.range(data.len(), "data section")?;
     let mut at = range.start;
     let mut z = Decompressor::default();
     while at < range.end {
@@ -345,9 +357,11 @@ pub(super) fn walk(
                     .ok_or_else(|| err(at, ErrorKind::Truncated("auxtrace data")))?;
             }
             _ => {
-                let r = decode(file, rec, at)?;
-                if !f(&r) {
-                    return Ok(());
+                if only.is_none_or(|k| k.contains(&kind)) {
+                    let r = decode(file, rec, at)?;
+                    if !f(&r) {
+                        return Ok(());
+                    }
                 }
                 at += size;
             }
@@ -360,6 +374,71 @@ pub(super) fn walk(
         ));
     }
     Ok(())
+}
+
+/// Cut the data section into about `parts` ranges of similar size that start and end at record
+/// boundaries, reading record headers only, and decoding on the way the records whose type is in
+/// `only` (for `f`); `done` gets each range once its headers have been read. `None` when the
+/// records cannot be read in pieces (compressed records continue one zstd stream across
+/// records; `f` may have seen some records by then). Errors as [`walk`] reports them.
+pub(super) fn split(
+    file: &PerfFile<'_>,
+    parts: usize,
+    only: &[u32],
+    f: &mut dyn FnMut(&Record<'_>),
+    done: &dyn Fn(std::ops::Range<usize>),
+) -> Result<Option<Vec<std::ops::Range<usize>>>, Error> {
+    let data = file.data;
+    let range = file.data_section.range(data.len(), "data section")?;
+    let target = (range.len() / parts.max(1)).max(1);
+    let mut out = Vec::with_capacity(parts + 1);
+    let mut start = range.start;
+    let mut at = range.start;
+    let hdr = Bytes { data, base: 0 };
+    while at < range.end {
+        if at + 8 > range.end {
+            return Err(err(at, ErrorKind::Truncated("record header")));
+        }
+        let kind = hdr.u32(at, "record header")?;
+        let size = hdr.u16(at + 6, "record header")? as usize;
+        if size < 8 {
+            return Err(err(
+                at + 6,
+                ErrorKind::Invalid {
+                    what: "record size",
+                    value: size as u64,
+                },
+            ));
+        }
+        if at + size > range.end {
+            return Err(err(at, ErrorKind::Truncated("record")));
+        }
+        let mut next = at + size;
+        match kind {
+            rt::COMPRESSED | rt::COMPRESSED2 => return Ok(None),
+            rt::AUXTRACE => {
+                let aux = hdr.u64(at + 8, "auxtrace record")?;
+                next = usize::try_from(aux)
+                    .ok()
+                    .and_then(|a| next.checked_add(a))
+                    .filter(|&a| a <= range.end)
+                    .ok_or_else(|| err(at, ErrorKind::Truncated("auxtrace data")))?;
+            }
+            _ if only.contains(&kind) => f(&decode(file, &data[at..at + size], at)?),
+            _ => {}
+        }
+        at = next;
+        if at - start >= target {
+            done(start..at);
+            out.push(start..at);
+            start = at;
+        }
+    }
+    if start < range.end || out.is_empty() {
+        done(start..range.end);
+        out.push(start..range.end);
+    }
+    Ok(Some(out))
 }
 
 /// Streaming zstd state across `PERF_RECORD_COMPRESSED` records: perf compresses the record stream as one

@@ -190,11 +190,19 @@ impl Writer {
 
     /// Lay out the file: header, attribute (+ one id), data section, feature table, `BUILD_ID`.
     pub fn finish(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.data.len() + 4096);
+        self.write_to(&mut out)
+            .expect("writing to a Vec<u8> does not fail");
+        out
+    }
+
+    /// [`Self::finish`] into `w`, without a second copy of the records (for files of gigabytes).
+    pub fn write_to(self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         let attrs_off = 104usize;
         let ids_off = attrs_off + ATTR_SIZE + 16;
         let data_off = ids_off + 8;
         let data_size = self.data.len();
-        let mut out = Vec::with_capacity(data_off + data_size + 4096);
+        let mut out = Vec::with_capacity(data_off + 4096);
         out.extend_from_slice(b"PERFILE2");
         for v in [
             104u64,
@@ -245,7 +253,10 @@ impl Writer {
         out.extend_from_slice(&(ids_off as u64).to_le_bytes());
         out.extend_from_slice(&8u64.to_le_bytes());
         out.extend_from_slice(&1u64.to_le_bytes()); // event id 1
-        out.extend_from_slice(&self.data);
+        w.write_all(&out)?;
+        w.write_all(&self.data)?;
+        let data_end = out.len() + self.data.len();
+        out.clear();
         // Feature table (one entry), then the BUILD_ID section.
         let mut bid = Vec::new();
         for (pid, id, name) in &self.build_ids {
@@ -259,10 +270,10 @@ impl Writer {
             bid.extend_from_slice(&raw);
             bid.extend_from_slice(&n);
         }
-        let table_end = out.len() + 16;
+        let table_end = data_end + 16;
         out.extend_from_slice(&(table_end as u64).to_le_bytes());
         out.extend_from_slice(&(bid.len() as u64).to_le_bytes());
         out.extend_from_slice(&bid);
-        out
+        w.write_all(&out)
     }
 }

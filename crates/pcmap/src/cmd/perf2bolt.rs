@@ -220,9 +220,12 @@ pub fn run(args: Args) -> Result<()> {
             pct(s.out_of_range, s.traces)
         ));
         let make_yaml = || yaml::branch_profile(&agg, &profile, &binary_name, &parsed.events);
-        write_outputs(&args, make_yaml, |w| {
+        let written = write_outputs(&args, make_yaml, |w| {
             fdata::write_branches(w, &image, &profile, bolted)
-        })?
+        })?;
+        // The process ends next: freeing the records one by one would only delay the exit.
+        std::mem::forget(profile);
+        written
     };
     if args.profile_format != ProfileFormat::Preagg {
         say(format!(
@@ -233,6 +236,9 @@ pub fn run(args: Args) -> Result<()> {
     for line in function_stats.report_lines() {
         say(line);
     }
+    // As above: the CFGs and traces are left for the operating system to reclaim at exit.
+    std::mem::forget(agg);
+    std::mem::forget(parsed);
     Ok(())
 }
 
@@ -254,7 +260,7 @@ fn read_profiles(
                 sample_ips: false,
             };
             let (parsed, stats) =
-                crate::inputs::read_perf_data(binary, &args.binary, file.bytes(), path, &opts)?;
+                crate::inputs::read_perf_data(binary, &args.binary, &file, path, &opts)?;
             Ok((parsed, Some(stats)))
         }
     };

@@ -94,14 +94,7 @@ pub fn run(args: Args) -> Result<()> {
             ignore_build_id: args.ignore_build_id,
             sample_ips: false,
         };
-        read_perf_data(
-            &binary,
-            &args.binary,
-            prof_file.bytes(),
-            &args.profile,
-            &opts,
-        )?
-        .0
+        read_perf_data(&binary, &args.binary, &prof_file, &args.profile, &opts)?.0
     };
 
     let agg = Aggregator::new(&image);
