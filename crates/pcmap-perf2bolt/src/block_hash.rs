@@ -469,7 +469,7 @@ pub fn hash_inputs(
     cfg: &Cfg,
     stats: &mut Stats,
 ) -> Vec<(Vec<u8>, String)> {
-    block_strings(ctx, func, cfg, stats, true)
+    block_strings(ctx, func, cfg, stats, true, None)
 }
 
 /// BOLT's function hash (`BinaryFunction::computeHash` with `hash-func: xxh3`): xxh3 of the
@@ -479,19 +479,22 @@ pub fn hash_inputs(
 pub fn function_hash(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Stats) {
     let mut stats = Stats::default();
     let mut all = Vec::new();
-    for (names, _) in block_strings(ctx, func, cfg, &mut stats, false) {
+    for (names, _) in block_strings(ctx, func, cfg, &mut stats, false, None) {
         all.extend_from_slice(&names);
     }
     (xxhash_rust::xxh3::xxh3_64(&all), stats)
 }
 
 /// Per block: the `hashBlock` string (with operand bytes when `operands`) and the loose string.
+/// `names_only`: also the concatenation of every block's string without operands (what
+/// [`function_hash`] hashes), in the same pass.
 fn block_strings(
     ctx: &Context<'_, '_>,
     func: &Function,
     cfg: &Cfg,
     stats: &mut Stats,
     operands: bool,
+    mut names_only: Option<&mut Vec<u8>>,
 ) -> Vec<(Vec<u8>, String)> {
     if cfg.blocks.is_empty() {
         return Vec::new();
@@ -531,17 +534,26 @@ fn block_strings(
                     stats.insns += 1;
                     stats.unknown += 1;
                     stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
-                    instr.extend_from_slice(format!("{:?}", insn.code).as_bytes());
+                    let name = format!("{:?}", insn.code);
+                    instr.extend_from_slice(name.as_bytes());
+                    if let Some(n) = names_only.as_deref_mut() {
+                        n.extend_from_slice(name.as_bytes());
+                    }
                     continue;
                 }
             };
-            let parts: Vec<&str> = names.split(' ').collect();
-            let mnems: Vec<&str> = entry.map_or_else(Vec::new, |e| e.3.split(' ').collect());
+            // Walked without collecting: this runs for every instruction of every hashed block.
+            let num_parts = names.split(' ').count();
+            let mut mnems = entry.map(|e| e.3.split(' '));
             stats.insns += 1;
-            let mut known = entry.is_some() && mnems.len() == parts.len();
-            for (pi, part) in parts.iter().enumerate() {
+            let mut known = entry.is_some_and(|e| e.3.split(' ').count() == num_parts);
+            for (pi, part) in names.split(' ').enumerate() {
+                let mnem = mnems.as_mut().and_then(Iterator::next);
                 instr.extend_from_slice(part.as_bytes());
-                let last = pi + 1 == parts.len();
+                if let Some(n) = names_only.as_deref_mut() {
+                    n.extend_from_slice(part.as_bytes());
+                }
+                let last = pi + 1 == num_parts;
                 if is_nop(part) {
                     // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
                 } else if insn.flow == Flow::CondJump && last {
@@ -549,7 +561,7 @@ fn block_strings(
                 } else if tail_form && last {
                     // BOLT's indirect tail calls are JMP32m/JMP32r.
                     mnemonics.push("jmpl*");
-                } else if let Some(m) = mnems.get(pi) {
+                } else if let Some(m) = mnem {
                     mnemonics.push(m);
                 }
                 if let (true, true, Some(e)) = (operands, last, entry) {
@@ -576,13 +588,28 @@ fn block_strings(
 pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u64>, Stats) {
     let mut stats = Stats::default();
     let inputs = hash_inputs(ctx, func, cfg, &mut stats);
+    (packed_block_hashes(func, cfg, &inputs), stats)
+}
+
+/// [`function_hash`] and [`block_hashes`] together, from one pass over the instructions (what
+/// the YAML writer needs for each profiled function).
+pub fn hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Vec<u64>, Stats) {
+    let mut stats = Stats::default();
+    let mut names = Vec::new();
+    let inputs = block_strings(ctx, func, cfg, &mut stats, true, Some(&mut names));
+    let function = xxhash_rust::xxh3::xxh3_64(&names);
+    (function, packed_block_hashes(func, cfg, &inputs), stats)
+}
+
+/// The packed block hashes from the blocks' hash inputs ([`hash_inputs`]).
+fn packed_block_hashes(func: &Function, cfg: &Cfg, inputs: &[(Vec<u8>, String)]) -> Vec<u64> {
     if inputs.len() != cfg.blocks.len() {
-        return (Vec::new(), stats);
+        return Vec::new();
     }
     let n = cfg.blocks.len();
     let mut opcode_hashes = vec![0u64; n];
     let mut packed = vec![0u64; n];
-    for (bi, (b, (instr, loose))) in cfg.blocks.iter().zip(&inputs).enumerate() {
+    for (bi, (b, (instr, loose))) in cfg.blocks.iter().zip(inputs).enumerate() {
         let instr_hash = xxhash_rust::xxh3::xxh3_64(instr);
         let opcode_hash = xxhash_rust::xxh3::xxh3_64(loose.as_bytes());
         opcode_hashes[bi] = opcode_hash;
@@ -641,5 +668,5 @@ pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u
             .fold(0u64, |h, &p| hash_16_bytes(h, opcode_hashes[p as usize]));
         packed[bi] |= (pred & 0xff) << 48 | (succ & 0xff) << 56;
     }
-    (packed, stats)
+    packed
 }

@@ -224,14 +224,16 @@ fn cfg_function(
     let ids = &index.ids;
     let cfg = agg.cfg(fi);
     let exec = index.entry_count(fi, 0);
+    // The function hash and the block hashes come from one pass.
+    let (function_hash, hashes, _) = if cfg.simple {
+        block_hash::hashes(hash_ctx, f, cfg)
+    } else {
+        (0, Vec::new(), Default::default())
+    };
     let mut yf = yaml::Function {
         name: f.profile_name(agg.is_bat()).to_string(),
         id: ids[fi],
-        hash: if cfg.simple {
-            block_hash::function_hash(hash_ctx, f, cfg).0
-        } else {
-            0
-        },
+        hash: function_hash,
         exec_count: exec,
         num_basic_blocks: cfg.blocks.len() as u32,
         ..Default::default()
@@ -239,7 +241,6 @@ fn cfg_function(
     if !cfg.simple {
         return yf;
     }
-    let (hashes, _) = block_hash::block_hashes(hash_ctx, f, cfg);
     let mut blocks: Vec<yaml::Block> = Vec::new();
     let mut incoming = vec![0u64; cfg.blocks.len()];
     let mut per_block: Vec<yaml::Block> = cfg

@@ -92,6 +92,14 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
         let (ours, stats) = block_hash::block_hashes(&ctx, func, c);
         fn_all += 1;
         let fh = block_hash::function_hash(&ctx, func, c).0;
+        // The one-pass form the YAML writer uses gives the same two answers.
+        let (one_pass_fh, one_pass_blocks, _) = block_hash::hashes(&ctx, func, c);
+        assert_eq!(
+            (one_pass_fh, &one_pass_blocks),
+            (fh, &ours),
+            "{tag} {}",
+            yf.name
+        );
         fn_same2 += usize::from(fh == yf.hash);
         if fh != yf.hash {
             writeln!(
