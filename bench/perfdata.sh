@@ -8,8 +8,9 @@
 #
 # Usage: bench/perfdata.sh [SIZE_MB]   (default 2200; environment: RUNS=1, OUT=target/bench-perf2bolt)
 set -eu
-. "$(dirname "$0")/lib.sh"
 RUNS=${RUNS:-1}
+. "$(dirname "$0")/lib.sh"
+
 SIZE_MB=${1:-2200}
 OUT=${OUT:-$ROOT/target/bench-perf2bolt}
 build_pcmap

@@ -8,8 +8,9 @@
 #        SIZES="20000 100000 200000", RECORDS=300000, HOT=2000; PREPARE_ONLY=1 only builds the
 #        programs and profiles)
 set -eu
-. "$(dirname "$0")/lib.sh"
 RUNS=${RUNS:-1}
+. "$(dirname "$0")/lib.sh"
+
 OUT=${OUT:-$ROOT/target/bench-scaling}
 SIZES=${SIZES:-20000 100000 200000}
 RECORDS=${RECORDS:-300000}

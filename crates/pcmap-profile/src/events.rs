@@ -618,7 +618,8 @@ pub fn read_perf_data<S: Sink>(
 }
 
 /// [`read_perf_data`] in parallel: the data section is cut at record boundaries into pieces of
-/// a few megabytes, each read into its own sink from `init`; the sinks are merged in file order
+/// a few megabytes; runs of consecutive pieces are read into sinks from `init` (a few per
+/// thread), merged in file order
 /// (so the result equals the sequential read's). `done` is called with each piece's byte range
 /// once it has been read (a caller with a memory map releases those pages: a file of gigabytes
 /// does not stay resident). Files with compressed records are read in one piece.
@@ -640,15 +641,20 @@ pub fn read_perf_data_parallel<S: ParallelSink>(
         done(whole);
         return Ok((sink, stats));
     };
-    let read = |range: std::ops::Range<usize>| -> Result<(S, PerfStats), PerfError> {
+    // Each task reads a run of consecutive pieces into one sink (few sinks to merge: merging
+    // costs about as much as a sink's distinct traces), releasing each piece once read.
+    let run = pieces.len().div_ceil(threads * 2).max(1);
+    let read = |run: &[std::ops::Range<usize>]| -> Result<(S, PerfStats), PerfError> {
         let mut sink = init();
         let mut st = PerfStats::default();
-        reader.read(range.clone(), &mut sink, &mut st)?;
-        done(range);
+        for range in run {
+            reader.read(range.clone(), &mut sink, &mut st)?;
+            done(range.clone());
+        }
         Ok((sink, st))
     };
     let (sink, counts) = pieces
-        .into_par_iter()
+        .par_chunks(run)
         .map(read)
         .try_reduce_with(|(a, sa), (b, sb)| Ok((a.merge(b), sa.plus(&sb))))
         .unwrap_or_else(|| Ok((init(), PerfStats::default())))?;
