@@ -140,3 +140,22 @@ pub struct ProgramCfg {
     /// Calls between functions (aggregated: at most one edge per caller/callee pair).
     pub calls: Vec<CallEdge>,
 }
+
+/// A call into a function's entry block, or a return from a function to the block that called
+/// it, between blocks of two functions of a [`ProgramCfg`] (what inter-function reordering lays
+/// out together).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockCall {
+    /// Function of the source block (the caller for a call, the callee for a return).
+    pub src_function: FunctionIndex,
+    /// The source block in it (the calling block, or the returning block).
+    pub src_block: BlockIndex,
+    /// Function of the destination block.
+    pub dst_function: FunctionIndex,
+    /// The destination block (the callee's entry, or the calling block returned to).
+    pub dst_block: BlockIndex,
+    /// How many times.
+    pub count: u64,
+    /// A return (otherwise a call).
+    pub is_return: bool,
+}

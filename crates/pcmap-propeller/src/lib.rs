@@ -20,14 +20,19 @@ pub mod ext_tsp;
 pub mod function_order;
 pub mod generate;
 pub mod input;
+pub mod inter;
 pub mod layout;
 pub mod ld_profile;
 
 pub use cc_profile::{CcFunction, CcProfile, CcProfileError, read_cc_profile, write_cc_profile};
 pub use cfg::{
-    BlockIndex, CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, FunctionIndex, ProgramCfg,
+    BlockCall, BlockIndex, CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, FunctionIndex,
+    ProgramCfg,
 };
 pub use ext_tsp::ExtTspParams;
 pub use function_order::FunctionOrderOptions;
-pub use generate::{LaidOutFunction, PropellerOptions, PropellerProfile, SkipReason, generate};
+pub use generate::{
+    LaidOutFunction, LayoutScore, LayoutSummary, PropellerOptions, PropellerProfile, SkipReason,
+    generate, generate_with_calls,
+};
 pub use layout::{FunctionLayout, LayoutOptions};
