@@ -135,9 +135,8 @@ pub struct Accumulator {
     edges: FxHashMap<(u32, u32, bool), u64>,
     entries: FxHashMap<u32, u64>,
     calls: FxHashMap<(u32, u32), u64>,
-    /// Calls and returns between blocks of different functions: (source block, destination
-    /// block, is a return) -> count.
-    block_calls: FxHashMap<(u32, u32, bool), u64>,
+    /// Calls between blocks of different functions: (calling block, callee entry block) -> count.
+    block_calls: FxHashMap<(u32, u32), u64>,
     /// How the records were used so far.
     pub stats: BuildStats,
 }
@@ -362,15 +361,10 @@ impl CfgBuilder<'_> {
                 acc.stats.calls += 1;
                 add_count(acc.calls.entry((src.func, dst.func)).or_default(), count);
                 if src.func != dst.func {
-                    add_count(acc.block_calls.entry((fb, tb, false)).or_default(), count);
+                    add_count(acc.block_calls.entry((fb, tb)).or_default(), count);
                 }
             }
-            AttrKind::Return => {
-                acc.stats.returns += 1;
-                if src.func != dst.func {
-                    add_count(acc.block_calls.entry((fb, tb, true)).or_default(), count);
-                }
-            }
+            AttrKind::Return => acc.stats.returns += 1,
             AttrKind::Branch => {
                 acc.stats.intra_branches += 1;
                 add_count(acc.edges.entry((fb, tb, false)).or_default(), count);
@@ -408,8 +402,9 @@ impl CfgBuilder<'_> {
         self.finish_with_calls(acc).0
     }
 
-    /// [`CfgBuilder::finish`], plus the calls and returns between blocks of different profiled
-    /// functions (for inter-function reordering), sorted.
+    /// [`CfgBuilder::finish`], plus the calls between blocks of different profiled functions
+    /// (for inter-function reordering), sorted. Returns are left out: BOLT's profiles do not
+    /// record them, and a layout must not depend on which of the formats the profile came in.
     pub fn finish_with_calls(&self, mut acc: Accumulator) -> (ProgramCfg, Vec<BlockCall>) {
         let block_calls = std::mem::take(&mut acc.block_calls);
         // Which functions are profiled.
@@ -506,7 +501,7 @@ impl CfgBuilder<'_> {
         let mut inter: Vec<BlockCall> = block_calls
             .into_iter()
             .filter(|&(_, c)| c > 0)
-            .filter_map(|((s, d, is_return), count)| {
+            .filter_map(|((s, d), count)| {
                 let (bs, bd) = (&self.blocks[s as usize], &self.blocks[d as usize]);
                 Some(BlockCall {
                     src_function: *slot.get(&bs.func)?,
@@ -514,19 +509,10 @@ impl CfgBuilder<'_> {
                     dst_function: *slot.get(&bd.func)?,
                     dst_block: bd.local as usize,
                     count,
-                    is_return,
                 })
             })
             .collect();
-        inter.sort_unstable_by_key(|c| {
-            (
-                c.src_function,
-                c.src_block,
-                c.dst_function,
-                c.dst_block,
-                c.is_return,
-            )
-        });
+        inter.sort_unstable_by_key(|c| (c.src_function, c.src_block, c.dst_function, c.dst_block));
         (ProgramCfg { functions, calls }, inter)
     }
 }

@@ -141,21 +141,18 @@ pub struct ProgramCfg {
     pub calls: Vec<CallEdge>,
 }
 
-/// A call into a function's entry block, or a return from a function to the block that called
-/// it, between blocks of two functions of a [`ProgramCfg`] (what inter-function reordering lays
-/// out together).
+/// A call from a block of one function to another function's entry block, with its count
+/// (what inter-function reordering lays out together).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockCall {
-    /// Function of the source block (the caller for a call, the callee for a return).
+    /// The calling function.
     pub src_function: FunctionIndex,
-    /// The source block in it (the calling block, or the returning block).
+    /// The block making the call.
     pub src_block: BlockIndex,
-    /// Function of the destination block.
+    /// The called function.
     pub dst_function: FunctionIndex,
-    /// The destination block (the callee's entry, or the calling block returned to).
+    /// The block called (its entry block).
     pub dst_block: BlockIndex,
     /// How many times.
     pub count: u64,
-    /// A return (otherwise a call).
-    pub is_return: bool,
 }

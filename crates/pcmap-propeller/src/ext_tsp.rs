@@ -108,7 +108,7 @@ impl ExtTspParams {
 
 /// The score of blocks placed at the given addresses (`None` = not placed, e.g. in a cold
 /// part): `edges` score as branches or fall-throughs ([`ExtTspParams::edge_score`]), `jumps`
-/// (calls and returns between functions) as jumps only ([`ExtTspParams::jump_score`]).
+/// (calls between functions) as jumps only ([`ExtTspParams::jump_score`]).
 pub fn score_placed(
     params: &ExtTspParams,
     addr: &[Option<u64>],
@@ -456,8 +456,8 @@ pub fn order_blocks(
 }
 
 /// The chains of the greedy ext-TSP merge (see the module documentation), in the order of their
-/// first block. `edges` score as branches or fall-throughs, `jumps` (calls and returns between
-/// functions laid out together) as jumps only. With `entry`, that block stays at the front of its
+/// first block. `edges` score as branches or fall-throughs, `jumps` (calls between functions laid
+/// out together) as jumps only. With `entry`, that block stays at the front of its
 /// chain. Every block is in exactly one chain.
 ///
 /// Panics if an index is out of range (caller's contract).

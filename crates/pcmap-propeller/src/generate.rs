@@ -20,10 +20,10 @@ pub struct PropellerOptions {
     pub emit_cfg: bool,
     /// Also write an `h` (block hashes) line per function whose map carries hashes.
     pub emit_hashes: bool,
-    /// Propeller's `inter_function_reordering`: lay out the hot blocks of all functions together
-    /// (ext-TSP over intra-function edges plus calls and returns, chains cut where that gains),
-    /// so a function's hot code may end up in several clusters (`name.__part.N`) that the linker
-    /// places next to the functions they call. Needs the block-level calls
+    /// Propeller's `inter_function_reordering`: lay out the hot code of all functions together
+    /// (ext-TSP over the pieces of each function's hot order that no fall-through joins, with the
+    /// calls between functions; see [`crate::inter`]), so a function's hot code may end up in
+    /// several clusters (`name.__part.N`) that the linker places next to the functions they call. Needs the block-level calls
     /// ([`generate_with_calls`]); kept only when it scores better than one cluster per function.
     pub inter_function_reordering: bool,
 }
@@ -68,8 +68,8 @@ pub struct PropellerProfile {
 /// The ext-TSP score and the estimated taken branches of a whole-program layout.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct LayoutScore {
-    /// ext-TSP score over intra-function edges (branches and fall-throughs) and calls and
-    /// returns between the laid-out functions (scored as jumps).
+    /// ext-TSP score over intra-function edges (branches and fall-throughs) and the calls
+    /// between the laid-out functions (scored as jumps).
     pub score: f64,
     /// Executions of intra-function edges that are not fall-throughs in the layout.
     pub taken_branches: u64,
@@ -112,7 +112,7 @@ pub fn generate(program: &ProgramCfg, opts: &PropellerOptions) -> PropellerProfi
     generate_with_calls(program, &[], opts)
 }
 
-/// [`generate`] with the calls and returns between blocks (from
+/// [`generate`] with the calls between blocks (from
 /// [`crate::builder::CfgBuilder::finish_with_calls`]), which inter-function reordering uses.
 pub fn generate_with_calls(
     program: &ProgramCfg,

@@ -1,16 +1,22 @@
 //! Whole-program layout: the figures of a layout (ext-TSP score, estimated taken branches) and
 //! inter-function reordering, Propeller's `inter_function_reordering`.
 //!
-//! Every block of the laid-out functions becomes a node of one graph whose edges are the
-//! intra-function edges and the calls (calling block -> callee entry) and returns (returning
-//! block -> calling block) between them; calls and returns score as jumps only (they are taken
-//! however close the code is). The greedy ext-TSP merge ([`crate::ext_tsp::merge_chains`], with
-//! chain splitting) runs over the hot blocks of all functions at once, so a hot callee can land
-//! between two hot parts of its caller. Each resulting chain is then cut into runs of blocks of
-//! one function — a run that holds a function's entry block starts with it — and every run
-//! becomes a cluster: the entry run is the function itself, the others `name.__part.N`, numbered
-//! in link order. Chains are ordered with call-chain clustering
-//! ([`crate::function_order::order_functions`] over chains instead of functions).
+//! Every block of the laid-out functions is a node of one graph whose edges are the
+//! intra-function edges and the calls (calling block -> callee entry) between functions; calls
+//! score as jumps only (they are taken however close the code is). Returns are not used: BOLT's
+//! profiles do not record them, and the layout must be the same whichever format the profile
+//! came in.
+//!
+//! Each function's one-cluster order (ext-TSP, [`crate::layout`]) is cut into *pieces* wherever
+//! two consecutive blocks are not joined by a profiled fall-through: cutting there loses no
+//! fall-through, so the intra-function branches taken in the result are at most those of one
+//! cluster per function. The greedy ext-TSP merge ([`crate::ext_tsp::merge_chains`], with chain
+//! splitting) then runs over the pieces of all functions at once, so a hot callee can land
+//! between two hot pieces of its caller. Each resulting chain is cut into runs of one function
+//! — a run holding a function's entry block starts with it — and every run becomes a cluster:
+//! the entry run is the function itself, the others `name.__part.N`, numbered in link order.
+//! Chains are ordered with call-chain clustering ([`crate::function_order::order_functions`]
+//! over chains instead of functions).
 //!
 //! Both candidate layouts — one cluster per function in function order, and several clusters —
 //! are scored with the same objective over the whole program (clusters are sections: control
@@ -35,10 +41,8 @@ struct Graph {
     owner: Vec<usize>,
     /// Intra-function edges (node numbers), merged per pair.
     edges: Vec<(usize, usize, u64)>,
-    /// Calls and returns between laid-out functions (node numbers).
+    /// Calls between laid-out functions (node numbers), scored as jumps.
     jumps: Vec<(usize, usize, u64)>,
-    /// The calls alone (for ordering chains).
-    calls: Vec<(usize, usize, u64)>,
 }
 
 impl Graph {
@@ -51,7 +55,6 @@ impl Graph {
             owner: Vec::new(),
             edges: Vec::new(),
             jumps: Vec::new(),
-            calls: Vec::new(),
         };
         let mut position: FxHashMap<usize, usize> = FxHashMap::default();
         for (k, lf) in profile.functions.iter().enumerate() {
@@ -85,11 +88,8 @@ impl Graph {
             if c.src_block >= nb(a) || c.dst_block >= nb(b) {
                 continue;
             }
-            let e = (g.base[a] + c.src_block, g.base[b] + c.dst_block, c.count);
-            g.jumps.push(e);
-            if !c.is_return {
-                g.calls.push(e);
-            }
+            g.jumps
+                .push((g.base[a] + c.src_block, g.base[b] + c.dst_block, c.count));
         }
         g
     }
@@ -234,7 +234,7 @@ pub(crate) fn lay_out_together(
         }
     }
     let mut chain_calls: FxHashMap<(usize, usize), u64> = FxHashMap::default();
-    for (s, d, c) in sub(&g.calls) {
+    for (s, d, c) in sub(&g.jumps) {
         let (a, b) = (chain_of[s], chain_of[d]);
         if a != b {
             let e = chain_calls.entry((a, b)).or_default();

@@ -57,6 +57,33 @@ pub enum ProfileKind {
     PreAggregated,
     /// perf.data.
     PerfData,
+    /// BOLT's fdata (branch records by function name and offset).
+    Fdata,
+    /// BOLT's YAML profile.
+    Yaml,
+}
+
+/// What a profile file is, from its first bytes: perf.data (magic), BOLT YAML (`---`), fdata
+/// (a `boltedcollection`/`no_lbr` header or a record starting with a location kind digit), or
+/// `None` for other text (pre-aggregated).
+pub fn detect_profile(data: &[u8]) -> Option<ProfileKind> {
+    if is_perf_data(data) {
+        return Some(ProfileKind::PerfData);
+    }
+    let first = data
+        .split(|&b| b == b'\n')
+        .map(|l| l.trim_ascii())
+        .find(|l| !l.is_empty())?;
+    if first.starts_with(b"---") || first.starts_with(b"header:") {
+        Some(ProfileKind::Yaml)
+    } else if first.starts_with(b"boltedcollection")
+        || first.starts_with(b"no_lbr")
+        || first.first().is_some_and(u8::is_ascii_digit)
+    {
+        Some(ProfileKind::Fdata)
+    } else {
+        None
+    }
 }
 
 /// Whether `data` is a perf.data file (its magic).
@@ -77,10 +104,46 @@ pub fn read_profiles(
     opts: &PerfOptions,
     kind_of: &(dyn Fn(&Path, &[u8]) -> Result<ProfileKind> + Sync),
 ) -> Result<Vec<(preagg::PreAggregated, Option<PerfStats>)>> {
+    // BOLT profiles are read back onto BOLT's CFGs of the binary, made on first need.
+    let image: std::sync::OnceLock<Option<pcmap_binary::bolt::BoltFunctions<'_, '_>>> =
+        std::sync::OnceLock::new();
+    let aggregator = std::sync::OnceLock::new();
+    let agg = || -> Result<&pcmap_perf2bolt::aggregate::Aggregator<'_, '_>> {
+        let image = image
+            .get_or_init(|| pcmap_binary::bolt::BoltFunctions::discover(binary).ok())
+            .as_ref()
+            .with_context(|| format!("reading the functions of {}", binary_path.display()))?;
+        Ok(aggregator.get_or_init(|| pcmap_perf2bolt::aggregate::Aggregator::new(image)))
+    };
     let read_one = |path: &PathBuf| -> Result<(preagg::PreAggregated, Option<PerfStats>)> {
         let file = pcmap_binary::MappedFile::open(path)
             .with_context(|| format!("opening {}", path.display()))?;
         match kind_of(path, file.bytes())? {
+            kind @ (ProfileKind::Fdata | ProfileKind::Yaml) => {
+                let agg = agg()?;
+                let (records, stats) = if kind == ProfileKind::Fdata {
+                    let p = pcmap_profile::fdata::parse(file.bytes())
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    pcmap_perf2bolt::reread::from_fdata(agg, &p)
+                        .with_context(|| format!("reading {}", path.display()))?
+                } else {
+                    let p = pcmap_profile::yaml::parse(file.bytes())
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    pcmap_perf2bolt::reread::from_yaml(agg, &p)
+                };
+                if stats.unknown_functions + stats.stale_functions > 0 {
+                    eprintln!(
+                        "pcmap: warning: {}: {} records name functions {} does not have, {} functions are stale (block count differs); left out",
+                        path.display(),
+                        stats.unknown_functions,
+                        binary_path.display(),
+                        stats.stale_functions
+                    );
+                }
+                let mut sink = preagg::TraceSink::default();
+                pcmap_perf2bolt::reread::replay(agg, &records, &mut sink);
+                Ok((sink.finish(), None))
+            }
             ProfileKind::PreAggregated => Ok((read_preaggregated(file.bytes(), path)?, None)),
             ProfileKind::PerfData => {
                 let (parsed, stats) =

@@ -8,6 +8,9 @@ use std::process::Command;
 
 use pcmap_testkit::{build, derive, derived, run, run_ok, scratch_dir, tool};
 
+#[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
+mod support;
+
 const SRC: &str = "propeller/bench.c";
 const ITERATIONS: &str = "20000";
 
@@ -773,5 +776,205 @@ fn several_clusters_per_function_relink_in_the_requested_order() {
     assert!(
         taken_several <= taken_one,
         "several clusters {taken_several} > one cluster {taken_one}"
+    );
+}
+
+/// The benchmark and its profile (recorded once and cached), with a scratch directory of its own.
+fn profiled(tag: &str) -> Original {
+    let exe = build("propeller-bench", &[SRC], &base_flags());
+    let dir = scratch_dir(tag);
+    let profile = derived(&exe, "pa");
+    derive(&profile, |tmp| {
+        let trace = record(&exe, &dir, "profile");
+        std::fs::write(tmp, preaggregated(&trace, &exe_ranges(&exe))).unwrap()
+    });
+    Original {
+        exe,
+        dir,
+        trace: Vec::new(),
+        profile,
+    }
+}
+
+/// `pcmap propeller` on `profiles` (with `--pa` and `extra`): the cc and ld profiles it writes.
+fn profiles_from(o: &Original, profiles: &[&Path], tag: &str, extra: &[&str]) -> (String, String) {
+    let (cc, ld, _) = propeller_run(&o.exe, &o.dir, profiles, tag, extra);
+    (
+        std::fs::read_to_string(cc).unwrap(),
+        std::fs::read_to_string(ld).unwrap(),
+    )
+}
+
+/// The bridge from BOLT: the fdata and the YAML perf2bolt 22 writes for a pre-aggregated profile
+/// give `pcmap propeller` the same cc profile (clusters, block and edge counts) and ld profile as
+/// the pre-aggregated profile itself.
+#[test]
+fn fdata_yaml_and_preaggregated_profiles_give_identical_layouts() {
+    let o = profiled("propeller-bridge");
+    let fdata = o.dir.join("bridge.fdata");
+    let yaml = o.dir.join("bridge.yaml");
+    let out = run(Command::new(tool("perf2bolt"))
+        .arg("--pa")
+        .arg("-p")
+        .arg(&o.profile)
+        .arg("-o")
+        .arg(&fdata)
+        .arg("-w")
+        .arg(&yaml)
+        .arg(&o.exe));
+    pcmap_testkit::assert_success("perf2bolt", &out);
+    for extra in [
+        &["--emit-cfg"][..],
+        &["--emit-cfg", "--inter-function-reordering"],
+    ] {
+        let from_pa = profiles_from(&o, &[&o.profile], "bridge-pa", extra);
+        let from_fdata = profiles_from(&o, &[&fdata], "bridge-fdata", extra);
+        let from_yaml = profiles_from(&o, &[&yaml], "bridge-yaml", extra);
+        assert!(
+            from_pa.0.lines().filter(|l| l.starts_with("g ")).count() >= 4,
+            "{}",
+            from_pa.0
+        );
+        assert_eq!(from_fdata, from_pa, "fdata vs pre-aggregated ({extra:?})");
+        assert_eq!(from_yaml, from_pa, "YAML vs pre-aggregated ({extra:?})");
+    }
+}
+
+/// Several profiles in one run are merged before layout: two halves of a pre-aggregated profile
+/// (repeated `-p`), and a perf.data with branch stacks mixed with pre-aggregated text
+/// (comma-separated), give the profiles of the one file holding all their records.
+#[test]
+fn several_profiles_are_merged_before_layout() {
+    let o = profiled("propeller-merge");
+    let text = std::fs::read_to_string(&o.profile).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let (a, b) = lines.split_at(lines.len() / 2);
+    let (pa_a, pa_b) = (o.dir.join("half-a.pa"), o.dir.join("half-b.pa"));
+    std::fs::write(&pa_a, a.join("\n") + "\n").unwrap();
+    std::fs::write(&pa_b, b.join("\n") + "\n").unwrap();
+    let whole = profiles_from(&o, &[&o.profile], "merge-whole", &["--emit-cfg"]);
+    let halves = profiles_from(&o, &[&pa_a, &pa_b], "merge-halves", &["--emit-cfg"]);
+    assert_eq!(halves, whole);
+
+    // perf.data with branch stacks (written like `perf record -b`) plus the trace profile.
+    let perf = o.dir.join("merge.perf.data");
+    std::fs::write(&perf, support::branch_stack_perf_data(&o.exe, 400, 19)).unwrap();
+    // The perf.data as pre-aggregated text, by perf2bolt's reading (checked against perf2bolt 22
+    // in the perf2bolt tests).
+    let perf_pa = o.dir.join("merge.perf.pa");
+    let out = run(pcmap()
+        .arg("perf2bolt")
+        .arg(&o.exe)
+        .arg("-p")
+        .arg(&perf)
+        .arg("--ignore-build-id")
+        .arg("--profile-format=preagg")
+        .arg("-o")
+        .arg(&perf_pa));
+    pcmap_testkit::assert_success("pcmap perf2bolt --profile-format=preagg", &out);
+    let all = o.dir.join("merge.all.pa");
+    std::fs::write(&all, std::fs::read_to_string(&perf_pa).unwrap() + &text).unwrap();
+    let merged = profiles_from(&o, &[&all], "merge-all", &["--emit-cfg"]);
+    let list = format!("{},{}", perf.display(), o.profile.display());
+    let mixed = profiles_from(&o, &[Path::new(&list)], "merge-mixed", &["--emit-cfg"]);
+    assert_eq!(mixed, merged);
+    assert_ne!(mixed, whole, "the perf.data records changed nothing");
+}
+
+/// The bridge to BOLT: `pcmap bbmap profile --format yaml` writes, for a binary built with
+/// `-fbasic-block-address-map`, a YAML profile llvm-bolt 22 applies with no stale function
+/// (`-stale-threshold=0` makes any stale function fatal; a corrupted hash shows the check
+/// bites), and `--format fdata` the fdata perf2bolt 22 writes for the same profile.
+#[test]
+fn bbmap_profile_writes_bolt_profiles_llvm_bolt_applies() {
+    let o = profiled("propeller-bbmap-bolt");
+    let yaml = o.dir.join("bbmap.yaml");
+    let out = run(pcmap()
+        .args(["bbmap", "profile"])
+        .arg(&o.exe)
+        .arg("-p")
+        .arg(&o.profile)
+        .args(["--pa", "--format", "yaml", "-o"])
+        .arg(&yaml));
+    pcmap_testkit::assert_success("pcmap bbmap profile --format yaml", &out);
+    let bolt = |profile: &Path| {
+        run(Command::new(tool("llvm-bolt"))
+            .arg(&o.exe)
+            .arg("-data")
+            .arg(profile)
+            .args([
+                "-report-stale",
+                "-stale-threshold=0",
+                "-reorder-blocks=ext-tsp",
+                "-o",
+            ])
+            .arg(o.dir.join("bbmap.bolt")))
+    };
+    let res = bolt(&yaml);
+    pcmap_testkit::assert_success("llvm-bolt -data bbmap.yaml", &res);
+    let log =
+        String::from_utf8_lossy(&res.stdout).into_owned() + &String::from_utf8_lossy(&res.stderr);
+    assert!(!log.to_lowercase().contains("stale"), "{log}");
+    let applied = log
+        .lines()
+        .find(|l| {
+            l.contains("functions in the binary") && l.contains("have non-empty execution profile")
+        })
+        .unwrap_or_else(|| panic!("no profile applied:\n{log}"));
+    let n: u64 = applied
+        .trim_start_matches("BOLT-INFO: ")
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n >= 4, "{applied}");
+    assert_eq!(
+        run_ok(Command::new(o.dir.join("bbmap.bolt")).arg(ITERATIONS)),
+        run_ok(Command::new(&o.exe).arg(ITERATIONS))
+    );
+    // A wrong function hash is reported as stale, and fatal with this threshold.
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    let (i, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.trim_start().starts_with("hash:") && l.contains("0x"))
+        .unwrap();
+    let (prefix, last) = line.trim_end().split_at(line.trim_end().len() - 1);
+    let mut bad: Vec<String> = text.lines().map(str::to_string).collect();
+    bad[i] = format!("{prefix}{}", if last == "0" { "1" } else { "0" });
+    let bad_yaml = o.dir.join("bbmap.bad.yaml");
+    std::fs::write(&bad_yaml, bad.join("\n") + "\n").unwrap();
+    let res = bolt(&bad_yaml);
+    let log =
+        String::from_utf8_lossy(&res.stdout).into_owned() + &String::from_utf8_lossy(&res.stderr);
+    assert!(
+        !res.status.success() && log.contains("stale"),
+        "a corrupted hash went unnoticed:\n{log}"
+    );
+
+    // fdata: what perf2bolt 22 writes for the same profile.
+    let fdata = o.dir.join("bbmap.fdata");
+    let out = run(pcmap()
+        .args(["bbmap", "profile"])
+        .arg(&o.exe)
+        .arg("-p")
+        .arg(&o.profile)
+        .args(["--pa", "--format", "fdata", "-o"])
+        .arg(&fdata));
+    pcmap_testkit::assert_success("pcmap bbmap profile --format fdata", &out);
+    let p2b = o.dir.join("bbmap.p2b.fdata");
+    run_ok(
+        Command::new(tool("perf2bolt"))
+            .arg("--pa")
+            .arg("-p")
+            .arg(&o.profile)
+            .arg("-o")
+            .arg(&p2b)
+            .arg(&o.exe),
+    );
+    assert_eq!(
+        support::normalized_fdata(&std::fs::read_to_string(&fdata).unwrap()),
+        support::normalized_fdata(&std::fs::read_to_string(&p2b).unwrap())
     );
 }

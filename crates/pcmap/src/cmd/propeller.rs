@@ -117,17 +117,13 @@ pub fn run(args: Args) -> Result<()> {
         &args.profiles,
         args.perfdata_jobs,
         &opts,
-        &|path, data| {
-            if crate::inputs::is_perf_data(data) {
-                Ok(crate::inputs::ProfileKind::PerfData)
-            } else if pa {
-                Ok(crate::inputs::ProfileKind::PreAggregated)
-            } else {
-                bail!(
-                    "{}: not a perf.data file; pass --pa for pre-aggregated records",
-                    path.display()
-                )
-            }
+        &|path, data| match crate::inputs::detect_profile(data) {
+            Some(kind) => Ok(kind),
+            None if pa => Ok(crate::inputs::ProfileKind::PreAggregated),
+            None => bail!(
+                "{}: not a perf.data file, fdata or BOLT YAML; pass --pa for pre-aggregated records",
+                path.display()
+            ),
         },
     )?;
     let (samples, without): (u64, u64) = inputs
