@@ -115,6 +115,14 @@ pub fn run(args: Args) -> Result<()> {
         } => match format {
             ProfileOutput::Json => run_profile(&binary, &profile, pa, &output),
             ProfileOutput::Fdata | ProfileOutput::Yaml => {
+                // perf.data without branch stacks holds basic samples (`--ba` in perf2bolt).
+                let basic_events = !pa && {
+                    let file = MappedFile::open(&profile)
+                        .with_context(|| format!("opening {}", profile.display()))?;
+                    let perf = PerfFile::parse(file.bytes())
+                        .with_context(|| format!("reading {}", profile.display()))?;
+                    !events::has_branch_stacks(&perf)
+                };
                 // The one aggregator and writer (perf2bolt's rules and hashes).
                 crate::cmd::perf2bolt::run(crate::cmd::perf2bolt::Args {
                     binary,
@@ -122,7 +130,7 @@ pub fn run(args: Args) -> Result<()> {
                     perfdata_jobs: 1,
                     output,
                     pre_aggregated: pa,
-                    basic_events: false,
+                    basic_events,
                     yaml: None,
                     profile_format: if format == ProfileOutput::Yaml {
                         crate::cmd::perf2bolt::ProfileFormat::Yaml

@@ -20,9 +20,10 @@ use crate::output::write_atomic;
 pub struct Args {
     /// Binary built with -fbasic-block-address-map (the one the profile was recorded on)
     pub binary: PathBuf,
-    /// Branch profile: perf.data with branch stacks, or with --pa perf2bolt's pre-aggregated
-    /// format (`T`/`B`/`F` records). Repeat the option or separate paths with commas to use
-    /// several profiles (perf.data and pre-aggregated may be mixed); their records are merged
+    /// Branch profile: perf.data with branch stacks, BOLT's fdata or YAML profile of this binary
+    /// (as perf2bolt writes them), or with --pa perf2bolt's pre-aggregated format (`T`/`B`/`F`
+    /// records); the format is recognised from the content. Repeat the option or separate paths
+    /// with commas to use several profiles (formats may be mixed); their records are merged
     /// before layout
     #[arg(short = 'p', long = "profile", value_name = "PROFILE", required = true,
           value_delimiter = ',', action = clap::ArgAction::Append)]
