@@ -978,3 +978,72 @@ fn bbmap_profile_writes_bolt_profiles_llvm_bolt_applies() {
         support::normalized_fdata(&std::fs::read_to_string(&p2b).unwrap())
     );
 }
+
+/// The layout options keep the Propeller tool's names and switch: `--split-functions=false`
+/// keeps every block in the function body (no `.cold` symbol), `--reorder-hot-blocks=false`
+/// keeps the hot blocks in their address order (llvm-readobj's map order), and
+/// `--chain-split=false` / `--call-chain-clustering=false` still give profiles clang accepts.
+#[test]
+fn layout_options_switch_with_the_propeller_tools_names() {
+    let o = profiled("propeller-options");
+    let map = readobj_map(&o.exe);
+    let (cc, ld) = profiles_from(&o, &[&o.profile], "opt-default", &[]);
+    assert!(ld.contains(".cold\n"), "{ld}");
+    let cl = cc_clusters(&cc);
+    assert!(cl.values().any(|c| c[0].len() > 1), "{cc}");
+
+    let (cc, ld) = profiles_from(
+        &o,
+        &[&o.profile],
+        "opt-nosplit",
+        &["--split-functions=false"],
+    );
+    assert!(!ld.contains(".cold"), "{ld}");
+    for (name, c) in cc_clusters(&cc) {
+        let all: usize = map[&name].1.iter().map(Vec::len).sum();
+        assert_eq!(c.iter().map(Vec::len).sum::<usize>(), all, "{name}: {cc}");
+    }
+
+    let (cc, _) = profiles_from(
+        &o,
+        &[&o.profile],
+        "opt-noreorder",
+        &["--reorder-hot-blocks=false"],
+    );
+    for (name, c) in cc_clusters(&cc) {
+        let order: Vec<u64> = map[&name].1.iter().flatten().map(|b| b.0).collect();
+        let pos: Vec<usize> = c[0]
+            .iter()
+            .map(|id| order.iter().position(|x| x == id).unwrap())
+            .collect();
+        assert!(
+            pos.windows(2).all(|w| w[0] < w[1]),
+            "{name}: {c:?} vs {order:?}"
+        );
+    }
+
+    let (cc, ld) = profiles_from(
+        &o,
+        &[&o.profile],
+        "opt-others",
+        &[
+            "--chain-split=false",
+            "--call-chain-clustering=false",
+            "--inter-function-reordering=true",
+        ],
+    );
+    let dir = o.dir.clone();
+    std::fs::write(dir.join("others.cc"), &cc).unwrap();
+    std::fs::write(dir.join("others.ld"), &ld).unwrap();
+    let exe = relink(
+        SRC,
+        &dir,
+        &dir.join("others.cc"),
+        &dir.join("others.ld"),
+        "bench.others",
+    );
+    assert_eq!(
+        run_ok(Command::new(&exe).arg(ITERATIONS)),
+        run_ok(Command::new(&o.exe).arg(ITERATIONS))
+    );
+}
