@@ -33,7 +33,7 @@
 //! Candidate merges wait in a max-heap; only the pairs that touch a merged chain are recomputed
 //! (older heap entries are recognised as stale by per-chain version stamps).
 //! Above `max_exact_blocks` blocks chain splitting is switched off to keep the work near-linear
-//! per merge.
+//! per merge, and no merge builds a chain larger than `max_chain_bytes`.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -55,6 +55,9 @@ pub struct ExtTspParams {
     pub chain_split_threshold: usize,
     /// Above this many blocks, chain splitting is disabled for the whole function.
     pub max_exact_blocks: usize,
+    /// Two chains are never merged into one larger than this many bytes (`u64::MAX`: no limit).
+    /// Whole-program layouts cap it so that the work stays near-linear in the program size.
+    pub max_chain_bytes: u64,
 }
 
 impl Default for ExtTspParams {
@@ -67,6 +70,7 @@ impl Default for ExtTspParams {
             backward_distance: 640,
             chain_split_threshold: 128,
             max_exact_blocks: 4096,
+            max_chain_bytes: u64::MAX,
         }
     }
 }
@@ -515,14 +519,19 @@ pub fn merge_chains(
     // Max-heap of candidate merges; an entry is stale once either chain changed (version stamps).
     let mut version: Vec<u32> = vec![0; n];
     let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
+    let mut bytes: Vec<u64> = sizes.to_vec();
     let push = |solver: &mut Solver<'_>,
                 heap: &mut BinaryHeap<Candidate>,
                 chains: &mut [Vec<usize>],
                 chain_score: &[f64],
                 version: &[u32],
+                bytes: &[u64],
                 a: usize,
                 b: usize| {
         let (a, b) = (a.min(b), a.max(b));
+        if bytes[a].saturating_add(bytes[b]) > params.max_chain_bytes {
+            return;
+        }
         let (ca, cb) = (
             std::mem::take(&mut chains[a]),
             std::mem::take(&mut chains[b]),
@@ -554,6 +563,7 @@ pub fn merge_chains(
             &mut chains,
             &chain_score,
             &version,
+            &bytes,
             i,
             j,
         );
@@ -571,6 +581,8 @@ pub fn merge_chains(
         }
         let merged = apply(&chains[a], &chains[b], &choice);
         chain_score[a] = solver.seq_score(&[&merged]);
+        bytes[a] = bytes[a].saturating_add(bytes[b]);
+        bytes[b] = 0;
         chains[a] = merged;
         chains[b] = Vec::new();
         version[a] += 1;
@@ -593,6 +605,7 @@ pub fn merge_chains(
                 &mut chains,
                 &chain_score,
                 &version,
+                &bytes,
                 a,
                 c,
             );

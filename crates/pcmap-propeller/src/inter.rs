@@ -30,6 +30,12 @@ use crate::ext_tsp;
 use crate::function_order;
 use crate::generate::{LayoutScore, PropellerOptions, PropellerProfile};
 
+/// Largest chain of pieces (bytes of hot code) the whole-program merge builds: a jump scores
+/// nothing beyond 1 KiB, so longer chains gain little, and the cap keeps the merge near-linear
+/// in the program size. Chains are then placed by call-chain clustering (up to
+/// [`crate::function_order::FunctionOrderOptions::max_cluster_size`]).
+const MAX_CHAIN_BYTES: u64 = 64 << 10;
+
 /// All blocks of the laid-out functions numbered as one graph.
 struct Graph {
     /// First node of each laid-out function (position in `profile.functions`).
@@ -224,7 +230,11 @@ pub(crate) fn lay_out_together(
             .collect()
     };
     p_jumps.extend(sub(&g.jumps));
-    let chains = ext_tsp::merge_chains(params, &sizes, &p_edges, &p_jumps, None);
+    let capped = ext_tsp::ExtTspParams {
+        max_chain_bytes: params.max_chain_bytes.min(MAX_CHAIN_BYTES),
+        ..*params
+    };
+    let chains = ext_tsp::merge_chains(&capped, &sizes, &p_edges, &p_jumps, None);
 
     // Order the chains with call-chain clustering: each chain is a "function" of its blocks.
     let mut chain_of = vec![usize::MAX; pieces.len()];
