@@ -31,8 +31,8 @@ pub struct Args {
     /// Number of profiles read in parallel (0 = one per hardware thread)
     #[arg(long = "perfdata-jobs", value_name = "N", default_value_t = 4)]
     pub perfdata_jobs: usize,
-    /// Profiles that are not perf.data are pre-aggregated text (as `perf2bolt --pa` reads;
-    /// addresses are the binary's virtual addresses)
+    /// Profiles that are not perf.data, fdata or BOLT YAML are pre-aggregated text (as
+    /// `perf2bolt --pa` reads; addresses are the binary's virtual addresses)
     #[arg(long)]
     pub pa: bool,
     /// Output: the basic-block-sections profile for clang (`-fbasic-block-sections=list=FILE`)
