@@ -32,7 +32,8 @@ pub struct RereadStats {
     pub records: u64,
     /// … naming a function the binary does not have (left out).
     pub unknown_functions: u64,
-    /// YAML functions whose block count differs from the binary's CFG (left out: stale).
+    /// YAML functions whose block count or (with a hashing aggregator and `hash-func: xxh3`)
+    /// function hash differs from the binary's (left out: stale, as llvm-bolt leaves them out).
     pub stale_functions: u64,
 }
 
@@ -123,7 +124,9 @@ pub fn from_fdata(
     Ok((finish(records), stats))
 }
 
-/// The records of a YAML profile (non-BAT) of the aggregator's binary.
+/// The records of a YAML profile (non-BAT) of the aggregator's binary. Functions whose block
+/// count, or function hash (with an aggregator made [`Aggregator::with_hashing`]), differs from
+/// the binary's are stale and left out.
 pub fn from_yaml(
     agg: &Aggregator<'_, '_>,
     profile: &pcmap_profile::yaml::Profile,
@@ -136,6 +139,11 @@ pub fn from_yaml(
     }
     let mut stats = RereadStats::default();
     let mut records: FxHashMap<RecordKey, TraceCounts> = FxHashMap::default();
+    // Function hashes are checked as llvm-bolt checks them, when the aggregator keeps the
+    // decoded instructions they need.
+    let hashes = (agg.is_hashing()
+        && profile.header.hash_func == pcmap_profile::yaml::HashFunction::Xxh3)
+        .then(|| crate::block_hash::Context::new(agg.image()));
     // Function index -> (exec, calls into it from profiled call sites).
     let mut entries: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
     for yf in &profile.functions {
@@ -144,7 +152,18 @@ pub fn from_yaml(
             continue;
         };
         let cfg = agg.cfg(f as usize);
-        if cfg.blocks.len() != yf.num_basic_blocks as usize {
+        let hash_differs = || {
+            hashes.as_ref().is_some_and(|ctx| {
+                cfg.simple
+                    && crate::block_hash::function_hash(
+                        ctx,
+                        &agg.image().functions()[f as usize],
+                        cfg,
+                    )
+                    .0 != yf.hash
+            })
+        };
+        if cfg.blocks.len() != yf.num_basic_blocks as usize || hash_differs() {
             stats.stale_functions += 1;
             continue;
         }

@@ -113,7 +113,9 @@ pub fn read_profiles(
             .get_or_init(|| pcmap_binary::bolt::BoltFunctions::discover(binary).ok())
             .as_ref()
             .with_context(|| format!("reading the functions of {}", binary_path.display()))?;
-        Ok(aggregator.get_or_init(|| pcmap_perf2bolt::aggregate::Aggregator::new(image)))
+        // Hashing: YAML function hashes are checked against the binary's.
+        Ok(aggregator
+            .get_or_init(|| pcmap_perf2bolt::aggregate::Aggregator::new(image).with_hashing()))
     };
     let read_one = |path: &PathBuf| -> Result<(preagg::PreAggregated, Option<PerfStats>)> {
         let file = pcmap_binary::MappedFile::open(path)
@@ -133,7 +135,7 @@ pub fn read_profiles(
                 };
                 if stats.unknown_functions + stats.stale_functions > 0 {
                     eprintln!(
-                        "pcmap: warning: {}: {} records name functions {} does not have, {} functions are stale (block count differs); left out",
+                        "pcmap: warning: {}: {} records name functions {} does not have, {} functions are stale (block count or hash differs); left out",
                         path.display(),
                         stats.unknown_functions,
                         binary_path.display(),

@@ -1047,3 +1047,98 @@ fn layout_options_switch_with_the_propeller_tools_names() {
         run_ok(Command::new(&o.exe).arg(ITERATIONS))
     );
 }
+
+/// BOLT profiles that do not fit the binary: a YAML function whose hash llvm-bolt would find
+/// stale, and fdata naming a function the binary lacks, are left out with a warning; malformed
+/// fdata and a profile of a BOLT-optimized binary are errors naming the file, and nothing is
+/// written.
+#[test]
+fn bolt_profiles_that_do_not_fit_are_reported() {
+    let o = profiled("propeller-bridge-bad");
+    let fdata = o.dir.join("p2b.fdata");
+    let yaml = o.dir.join("p2b.yaml");
+    let out = run(Command::new(tool("perf2bolt"))
+        .arg("--pa")
+        .arg("-p")
+        .arg(&o.profile)
+        .arg("-o")
+        .arg(&fdata)
+        .arg("-w")
+        .arg(&yaml)
+        .arg(&o.exe));
+    pcmap_testkit::assert_success("perf2bolt", &out);
+    let go = |p: &Path, tag: &str| {
+        let cc = o.dir.join(format!("{tag}.cc"));
+        let ld = o.dir.join(format!("{tag}.ld"));
+        let out = run(pcmap()
+            .arg("propeller")
+            .arg(&o.exe)
+            .arg("-p")
+            .arg(p)
+            .arg("--cc-profile")
+            .arg(&cc)
+            .arg("--ld-profile")
+            .arg(&ld));
+        (out, cc, ld)
+    };
+
+    // `process`'s function hash changed: stale, left out.
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim() == "- name:            process")
+        .expect("process in the YAML");
+    let h = lines[at + 2].clone();
+    assert!(h.trim_start().starts_with("hash:"), "{h}");
+    let flipped = if h.ends_with('0') { "1" } else { "0" };
+    lines[at + 2] = format!("{}{flipped}", &h[..h.len() - 1]);
+    let stale = o.dir.join("stale.yaml");
+    std::fs::write(&stale, lines.join("\n") + "\n").unwrap();
+    let (out, cc, _) = go(&stale, "stale");
+    pcmap_testkit::assert_success("pcmap propeller -p stale.yaml", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1 functions are stale"), "{stderr}");
+    // Its own records are gone: only its entry stays hot (main's calls into it remain).
+    let cc = std::fs::read_to_string(cc).unwrap();
+    let clusters = cc_clusters(&cc);
+    assert_eq!(clusters["process"], vec![vec![0]], "{cc}");
+    assert!(clusters["classify"][0].len() > 1, "{cc}");
+
+    // A record naming a function the binary does not have.
+    let extra = o.dir.join("extra.fdata");
+    std::fs::write(
+        &extra,
+        std::fs::read_to_string(&fdata).unwrap() + "1 no_such_function 0 1 main 0 0 5\n",
+    )
+    .unwrap();
+    let (out, _, _) = go(&extra, "extra");
+    pcmap_testkit::assert_success("pcmap propeller -p extra.fdata", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1 records name functions"), "{stderr}");
+
+    // Malformed fdata: an error naming the file, no output.
+    let bad = o.dir.join("bad.fdata");
+    std::fs::write(&bad, "1 main 0 1 main zz 0 5\n").unwrap();
+    let (out, cc, ld) = go(&bad, "bad");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad.fdata: 1:17:") && stderr.contains("`zz`"),
+        "{stderr}"
+    );
+    assert!(!cc.exists() && !ld.exists());
+
+    // fdata of a BOLT-optimized binary.
+    let bolted = o.dir.join("bolted.fdata");
+    std::fs::write(
+        &bolted,
+        "boltedcollection\n".to_string() + &std::fs::read_to_string(&fdata).unwrap(),
+    )
+    .unwrap();
+    let (out, cc, _) = go(&bolted, "bolted");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("BOLT-optimized"), "{stderr}");
+    assert!(!cc.exists());
+}
