@@ -200,9 +200,10 @@ impl PreAggregated {
         sink.finish()
     }
 
-    /// Push the records back into a [`Sink`] of the event pipeline, as reading the text
-    /// [`PreAggregated::write`] makes would: `E` names, samples in address order, then one event
-    /// per distinct trace with its summed counts (`R` for branches recorded as returns). Lets a
+    /// Push the records back into a [`Sink`] of the event pipeline: `E` names, samples in
+    /// address order, then one event per distinct trace with its summed counts and
+    /// mispredictions (`R` for branches recorded as returns) — the records
+    /// [`PreAggregated::write`] writes as text. Lets a
     /// consumer other than the aggregator (e.g. Propeller's CFG builder) take several inputs
     /// merged by [`PreAggregated::merge`]. Addresses are the binary's (locations outside it were
     /// kept as perf2bolt keeps them).
