@@ -13,6 +13,8 @@
 //! * [`fdata`] and [`yaml`]: perf2bolt's output files; [`stringmap`]: LLVM `StringSet` order;
 //! * [`quality`]: llvm-bolt's reading of a branch profile onto the CFGs (block and edge
 //!   counts) and the profile-quality figures it prints;
+//! * [`reread`]: fdata and YAML profiles read back onto the binary, as records and as the branch
+//!   events that give them (for block-level consumers such as Propeller);
 //! * [`block_hash`]: BOLT's function hash and block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
 //!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
 //!
@@ -32,6 +34,7 @@ pub mod cfg;
 pub mod fdata;
 pub mod preagg;
 pub mod quality;
+pub mod reread;
 pub mod stringmap;
 pub mod yaml;
 

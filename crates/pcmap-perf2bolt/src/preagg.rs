@@ -279,6 +279,50 @@ impl PreAggregated {
         sink.finish()
     }
 
+    /// Push the records back into a [`Sink`] of the event pipeline: `E` names, samples in
+    /// address order, then one event per distinct trace with its summed counts and
+    /// mispredictions (`R` for branches recorded as returns) — the records
+    /// [`PreAggregated::write`] writes as text. Lets a
+    /// consumer other than the aggregator (e.g. Propeller's CFG builder) take several inputs
+    /// merged by [`PreAggregated::merge`]. Addresses are the binary's (locations outside it were
+    /// kept as perf2bolt keeps them).
+    pub fn replay(&self, sink: &mut impl Sink) {
+        for e in &self.events {
+            sink.event(&Event::Name(e.as_bytes()));
+        }
+        let mut samples: Vec<(u64, u64)> = self.samples.iter().map(|(&a, &c)| (a, c)).collect();
+        samples.sort_unstable();
+        for (a, count) in samples {
+            sink.event(&Event::Sample(events::Sample {
+                pid: None,
+                at: events::Loc::inside(a),
+                count,
+            }));
+        }
+        for (t, c) in &self.traces {
+            let kind = if t.to == BR_ONLY {
+                TraceKind::BranchOnly
+            } else {
+                match t.branch {
+                    FT_ONLY => TraceKind::FallThrough,
+                    FT_EXTERNAL_ORIGIN => TraceKind::ExternalOrigin,
+                    FT_EXTERNAL_RETURN => TraceKind::ExternalReturn,
+                    b if self.returns.contains(&b) => TraceKind::Return,
+                    _ => TraceKind::Taken,
+                }
+            };
+            sink.event(&Event::Trace(events::Trace {
+                pid: None,
+                kind,
+                branch: events::Loc::inside(t.branch),
+                from: events::Loc::inside(t.from),
+                to: events::Loc::inside(t.to),
+                count: c.count,
+                mispreds: c.mispreds,
+            }));
+        }
+    }
+
     /// Write the records in perf2bolt 22's pre-aggregated format, so that reading them back
     /// (`--pa`) gives the same profile: `E` event names, `S` samples, and one record per trace
     /// with the sentinels mapped back to their letters (`B` branch only, `F`/`f`/`r`

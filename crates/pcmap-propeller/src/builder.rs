@@ -41,7 +41,7 @@ use pcmap_bbmap::attribute::{
 };
 use rustc_hash::FxHashMap;
 
-use crate::cfg::{CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, ProgramCfg};
+use crate::cfg::{BlockCall, CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, ProgramCfg};
 
 /// One block of the address map.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +135,8 @@ pub struct Accumulator {
     edges: FxHashMap<(u32, u32, bool), u64>,
     entries: FxHashMap<u32, u64>,
     calls: FxHashMap<(u32, u32), u64>,
+    /// Calls between blocks of different functions: (calling block, callee entry block) -> count.
+    block_calls: FxHashMap<(u32, u32), u64>,
     /// How the records were used so far.
     pub stats: BuildStats,
 }
@@ -155,6 +157,9 @@ impl Accumulator {
         }
         for (k, v) in small.calls {
             add_count(big.calls.entry(k).or_default(), v);
+        }
+        for (k, v) in small.block_calls {
+            add_count(big.block_calls.entry(k).or_default(), v);
         }
         big.stats.merge(&small.stats);
         big
@@ -355,6 +360,9 @@ impl CfgBuilder<'_> {
             AttrKind::Call => {
                 acc.stats.calls += 1;
                 add_count(acc.calls.entry((src.func, dst.func)).or_default(), count);
+                if src.func != dst.func {
+                    add_count(acc.block_calls.entry((fb, tb)).or_default(), count);
+                }
             }
             AttrKind::Return => acc.stats.returns += 1,
             AttrKind::Branch => {
@@ -391,6 +399,14 @@ impl CfgBuilder<'_> {
     /// Turn the folded records into CFGs. Only functions with at least one executed block or
     /// edge are included; the call graph refers to them by their index in the result.
     pub fn finish(&self, acc: Accumulator) -> ProgramCfg {
+        self.finish_with_calls(acc).0
+    }
+
+    /// [`CfgBuilder::finish`], plus the calls between blocks of different profiled functions
+    /// (for inter-function reordering), sorted. Returns are left out: BOLT's profiles do not
+    /// record them, and a layout must not depend on which of the formats the profile came in.
+    pub fn finish_with_calls(&self, mut acc: Accumulator) -> (ProgramCfg, Vec<BlockCall>) {
+        let block_calls = std::mem::take(&mut acc.block_calls);
         // Which functions are profiled.
         let mut profiled: Vec<u32> = acc
             .entries
@@ -482,7 +498,22 @@ impl CfgBuilder<'_> {
         for f in &mut functions {
             f.make_counts_consistent();
         }
-        ProgramCfg { functions, calls }
+        let mut inter: Vec<BlockCall> = block_calls
+            .into_iter()
+            .filter(|&(_, c)| c > 0)
+            .filter_map(|((s, d), count)| {
+                let (bs, bd) = (&self.blocks[s as usize], &self.blocks[d as usize]);
+                Some(BlockCall {
+                    src_function: *slot.get(&bs.func)?,
+                    src_block: bs.local as usize,
+                    dst_function: *slot.get(&bd.func)?,
+                    dst_block: bd.local as usize,
+                    count,
+                })
+            })
+            .collect();
+        inter.sort_unstable_by_key(|c| (c.src_function, c.src_block, c.dst_function, c.dst_block));
+        (ProgramCfg { functions, calls }, inter)
     }
 }
 

@@ -140,3 +140,19 @@ pub struct ProgramCfg {
     /// Calls between functions (aggregated: at most one edge per caller/callee pair).
     pub calls: Vec<CallEdge>,
 }
+
+/// A call from a block of one function to another function's entry block, with its count
+/// (what inter-function reordering lays out together).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockCall {
+    /// The calling function.
+    pub src_function: FunctionIndex,
+    /// The block making the call.
+    pub src_block: BlockIndex,
+    /// The called function.
+    pub dst_function: FunctionIndex,
+    /// The block called (its entry block).
+    pub dst_block: BlockIndex,
+    /// How many times.
+    pub count: u64,
+}

@@ -33,7 +33,7 @@
 //! Candidate merges wait in a max-heap; only the pairs that touch a merged chain are recomputed
 //! (older heap entries are recognised as stale by per-chain version stamps).
 //! Above `max_exact_blocks` blocks chain splitting is switched off to keep the work near-linear
-//! per merge.
+//! per merge, and no merge builds a chain larger than `max_chain_bytes`.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, BinaryHeap};
@@ -55,6 +55,9 @@ pub struct ExtTspParams {
     pub chain_split_threshold: usize,
     /// Above this many blocks, chain splitting is disabled for the whole function.
     pub max_exact_blocks: usize,
+    /// Two chains are never merged into one larger than this many bytes (`u64::MAX`: no limit).
+    /// Whole-program layouts cap it so that the work stays near-linear in the program size.
+    pub max_chain_bytes: u64,
 }
 
 impl Default for ExtTspParams {
@@ -67,6 +70,7 @@ impl Default for ExtTspParams {
             backward_distance: 640,
             chain_split_threshold: 128,
             max_exact_blocks: 4096,
+            max_chain_bytes: u64::MAX,
         }
     }
 }
@@ -93,6 +97,75 @@ impl ExtTspParams {
         }
         0.0
     }
+
+    /// The score of a call or return edge: like [`ExtTspParams::edge_score`], except that
+    /// adjacency is never a fall-through (control transfers to another function by a taken
+    /// branch however close the code is), so distance 0 scores as the shortest forward jump.
+    pub fn jump_score(&self, src_addr: u64, src_size: u64, dst_addr: u64, count: u64) -> f64 {
+        let src_end = src_addr.saturating_add(src_size);
+        if src_end == dst_addr {
+            return count as f64 * self.forward_weight;
+        }
+        self.edge_score(src_addr, src_size, dst_addr, count)
+    }
+}
+
+/// The score of blocks placed at the given addresses (`None` = not placed, e.g. in a cold
+/// part): `edges` score as branches or fall-throughs ([`ExtTspParams::edge_score`]), `jumps`
+/// (calls between functions) as jumps only ([`ExtTspParams::jump_score`]).
+pub fn score_placed(
+    params: &ExtTspParams,
+    addr: &[Option<u64>],
+    sizes: &[u64],
+    edges: &[(usize, usize, u64)],
+    jumps: &[(usize, usize, u64)],
+) -> f64 {
+    let at = |i: usize| addr.get(i).copied().flatten();
+    let mut s = 0.0;
+    for &(a, b, c) in edges {
+        if let (Some(x), Some(y)) = (at(a), at(b)) {
+            s += params.edge_score(x, sizes[a], y, c);
+        }
+    }
+    for &(a, b, c) in jumps {
+        if let (Some(x), Some(y)) = (at(a), at(b)) {
+            s += params.jump_score(x, sizes[a], y, c);
+        }
+    }
+    s
+}
+
+/// The execution count of the `edges` that are not fall-throughs when blocks are placed at the
+/// given addresses (an edge with an end not placed counts as taken): the taken branches a layout
+/// leaves, as far as the profile knows (calls and returns are taken in every layout and are not
+/// counted).
+pub fn taken_branches(addr: &[Option<u64>], sizes: &[u64], edges: &[(usize, usize, u64)]) -> u64 {
+    let at = |i: usize| addr.get(i).copied().flatten();
+    edges
+        .iter()
+        .filter(|&&(a, b, _)| match (at(a), at(b)) {
+            (Some(x), Some(y)) => x.saturating_add(sizes[a]) != y,
+            _ => true,
+        })
+        .fold(0u64, |t, &(_, _, c)| t.saturating_add(c))
+}
+
+/// Addresses of blocks laid out as `clusters` one after another from 0, with a one-byte gap
+/// between clusters: a cluster is a section of its own, so control never falls from one into
+/// the next (the compiler ends a cluster that falls through with a jump).
+pub fn cluster_addresses(n: usize, sizes: &[u64], clusters: &[Vec<usize>]) -> Vec<Option<u64>> {
+    let mut addr = vec![None; n];
+    let mut next = 0u64;
+    for c in clusters {
+        for &b in c {
+            if let Some(slot) = addr.get_mut(b) {
+                *slot = Some(next);
+                next = next.saturating_add(sizes[b]);
+            }
+        }
+        next = next.saturating_add(1);
+    }
+    addr
 }
 
 /// The ext-TSP score of placing the blocks listed in `order` contiguously, in that order.
@@ -185,9 +258,11 @@ enum MergeKind {
 struct Solver<'a> {
     params: &'a ExtTspParams,
     sizes: &'a [u64],
-    out: Vec<Vec<(usize, u64)>>,
+    /// Outgoing edges: (destination, count, scored as a jump only).
+    out: Vec<Vec<(usize, u64, bool)>>,
     adj: Vec<Vec<usize>>,
-    entry: usize,
+    /// The block that must stay at the front of its chain, if any.
+    entry: Option<usize>,
     // scratch for sequence scoring
     mark: Vec<u32>,
     /// Scratch: membership of the other chain while choosing cut points.
@@ -215,11 +290,15 @@ impl Solver<'_> {
         let mut s = 0.0;
         for part in parts {
             for &n in *part {
-                for &(d, w) in &self.out[n] {
+                for &(d, w, jump) in &self.out[n] {
                     if self.mark[d] == self.stamp {
-                        s += self
-                            .params
-                            .edge_score(self.addr[n], self.sizes[n], self.addr[d], w);
+                        let (p, a, sz, b) =
+                            (self.params, self.addr[n], self.sizes[n], self.addr[d]);
+                        s += if jump {
+                            p.jump_score(a, sz, b, w)
+                        } else {
+                            p.edge_score(a, sz, b, w)
+                        };
                     }
                 }
             }
@@ -238,8 +317,8 @@ impl Solver<'_> {
     ) -> Option<MergeChoice> {
         let base = sa + sb;
         let mut best: Option<MergeChoice> = None;
-        let a_entry = a.first() == Some(&self.entry);
-        let b_entry = b.first() == Some(&self.entry);
+        let a_entry = self.entry.is_some() && a.first() == self.entry.as_ref();
+        let b_entry = self.entry.is_some() && b.first() == self.entry.as_ref();
         let mut consider = |solver: &mut Self, parts: &[&[usize]], choice: MergeChoice| {
             let gain = solver.seq_score(parts) - base;
             if best.is_none_or(|b| gain > b.gain + EPS) {
@@ -354,14 +433,61 @@ pub fn order_blocks(
         return Vec::new();
     }
     assert!(entry < n, "entry block out of range");
-    let mut out: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+    let chains = merge_chains(params, sizes, edges, &[], Some(entry));
+    // Concatenate: entry chain first, then by decreasing density, ties by first block.
+    let mut rest: Vec<&Vec<usize>> = chains.iter().filter(|c| c[0] != entry).collect();
+    let density = |c: &[usize]| {
+        let cnt: u128 = c.iter().map(|&v| counts[v] as u128).sum();
+        let sz: u128 = c.iter().map(|&v| sizes[v].max(1) as u128).sum();
+        (cnt, sz)
+    };
+    rest.sort_by(|x, y| {
+        let (cx, sx) = density(x);
+        let (cy, sy) = density(y);
+        // cx/sx > cy/sy  <=>  cx*sy > cy*sx (exact in u128 for realistic values)
+        (cy.saturating_mul(sx))
+            .cmp(&cx.saturating_mul(sy))
+            .then(x[0].cmp(&y[0]))
+    });
+    let mut order = Vec::with_capacity(n);
+    if let Some(c) = chains.iter().find(|c| c[0] == entry) {
+        order.extend_from_slice(c);
+    }
+    for c in rest {
+        order.extend_from_slice(c);
+    }
+    order
+}
+
+/// The chains of the greedy ext-TSP merge (see the module documentation), in the order of their
+/// first block. `edges` score as branches or fall-throughs, `jumps` (calls between functions laid
+/// out together) as jumps only. With `entry`, that block stays at the front of its
+/// chain. Every block is in exactly one chain.
+///
+/// Panics if an index is out of range (caller's contract).
+pub fn merge_chains(
+    params: &ExtTspParams,
+    sizes: &[u64],
+    edges: &[(usize, usize, u64)],
+    jumps: &[(usize, usize, u64)],
+    entry: Option<usize>,
+) -> Vec<Vec<usize>> {
+    let n = sizes.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<Vec<(usize, u64, bool)>> = vec![Vec::new(); n];
     let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(s, d, c) in edges {
+    let all = edges
+        .iter()
+        .map(|&e| (e, false))
+        .chain(jumps.iter().map(|&e| (e, true)));
+    for ((s, d, c), jump) in all {
         assert!(s < n && d < n, "edge out of range");
         if c == 0 {
             continue;
         }
-        out[s].push((d, c));
+        out[s].push((d, c, jump));
         if s != d {
             adj[s].push(d);
             adj[d].push(s);
@@ -382,7 +508,6 @@ pub fn order_blocks(
     };
     let mut chains: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
     let mut chain_score: Vec<f64> = (0..n).map(|i| solver.seq_score(&[&[i]])).collect();
-    let mut chain_of: Vec<usize> = (0..n).collect();
     let mut neighbours: Vec<BTreeSet<usize>> = solver
         .adj
         .iter()
@@ -394,14 +519,19 @@ pub fn order_blocks(
     // Max-heap of candidate merges; an entry is stale once either chain changed (version stamps).
     let mut version: Vec<u32> = vec![0; n];
     let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
+    let mut bytes: Vec<u64> = sizes.to_vec();
     let push = |solver: &mut Solver<'_>,
                 heap: &mut BinaryHeap<Candidate>,
                 chains: &mut [Vec<usize>],
                 chain_score: &[f64],
                 version: &[u32],
+                bytes: &[u64],
                 a: usize,
                 b: usize| {
         let (a, b) = (a.min(b), a.max(b));
+        if bytes[a].saturating_add(bytes[b]) > params.max_chain_bytes {
+            return;
+        }
         let (ca, cb) = (
             std::mem::take(&mut chains[a]),
             std::mem::take(&mut chains[b]),
@@ -433,6 +563,7 @@ pub fn order_blocks(
             &mut chains,
             &chain_score,
             &version,
+            &bytes,
             i,
             j,
         );
@@ -450,9 +581,8 @@ pub fn order_blocks(
         }
         let merged = apply(&chains[a], &chains[b], &choice);
         chain_score[a] = solver.seq_score(&[&merged]);
-        for &v in &merged {
-            chain_of[v] = a;
-        }
+        bytes[a] = bytes[a].saturating_add(bytes[b]);
+        bytes[b] = 0;
         chains[a] = merged;
         chains[b] = Vec::new();
         version[a] += 1;
@@ -475,33 +605,13 @@ pub fn order_blocks(
                 &mut chains,
                 &chain_score,
                 &version,
+                &bytes,
                 a,
                 c,
             );
         }
     }
-    // Concatenate: entry chain first, then by decreasing density, ties by first block.
-    let entry_chain = chain_of[entry];
-    let mut rest: Vec<usize> = (0..n)
-        .filter(|&c| c != entry_chain && !chains[c].is_empty())
-        .collect();
-    let density = |c: usize| {
-        let cnt: u128 = chains[c].iter().map(|&v| counts[v] as u128).sum();
-        let sz: u128 = chains[c].iter().map(|&v| sizes[v].max(1) as u128).sum();
-        (cnt, sz)
-    };
-    rest.sort_by(|&x, &y| {
-        let (cx, sx) = density(x);
-        let (cy, sy) = density(y);
-        // cx/sx > cy/sy  <=>  cx*sy > cy*sx (exact in u128 for realistic values)
-        (cy.saturating_mul(sx))
-            .cmp(&cx.saturating_mul(sy))
-            .then(chains[x][0].cmp(&chains[y][0]))
-    });
-    let mut order = Vec::with_capacity(n);
-    order.extend_from_slice(&chains[entry_chain]);
-    for c in rest {
-        order.extend_from_slice(&chains[c]);
-    }
-    order
+    let mut result: Vec<Vec<usize>> = chains.into_iter().filter(|c| !c.is_empty()).collect();
+    result.sort_by_key(|c| c[0]);
+    result
 }

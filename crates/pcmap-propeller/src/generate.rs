@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use crate::cc_profile::{CcFunction, CcProfile, CfgNode};
-use crate::cfg::{FunctionIndex, ProgramCfg};
+use crate::cfg::{BlockCall, FunctionIndex, ProgramCfg};
 use crate::function_order::{self, FunctionOrderOptions};
 use crate::layout::{self, FunctionLayout, LayoutOptions};
 use crate::ld_profile;
@@ -20,6 +20,12 @@ pub struct PropellerOptions {
     pub emit_cfg: bool,
     /// Also write an `h` (block hashes) line per function whose map carries hashes.
     pub emit_hashes: bool,
+    /// Propeller's `inter_function_reordering`: lay out the hot code of all functions together
+    /// (ext-TSP over the pieces of each function's hot order that no fall-through joins, with the
+    /// calls between functions; see [`crate::inter`]), so a function's hot code may end up in
+    /// several clusters (`name.__part.N`) that the linker places next to the functions they call. Needs the block-level calls
+    /// ([`generate_with_calls`]); kept only when it scores better than one cluster per function.
+    pub inter_function_reordering: bool,
 }
 
 /// Why a hot function was left out of the profile.
@@ -47,10 +53,41 @@ pub struct LaidOutFunction {
 /// The result of [`generate`].
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct PropellerProfile {
-    /// Hot functions in the order the linker should place them.
+    /// Hot functions in the order the linker should place them (by their first cluster).
     pub functions: Vec<LaidOutFunction>,
     /// Hot functions left out, with the reason.
     pub skipped: Vec<(FunctionIndex, SkipReason)>,
+    /// With several clusters per function: the order of the clusters for the linker, as
+    /// (position in [`PropellerProfile::functions`], cluster number). Empty when every function
+    /// is one cluster (the clusters then follow [`PropellerProfile::functions`]).
+    pub placement: Vec<(usize, usize)>,
+    /// Whole-program figures of the original layout and of the candidate layouts.
+    pub summary: LayoutSummary,
+}
+
+/// The ext-TSP score and the estimated taken branches of a whole-program layout.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LayoutScore {
+    /// ext-TSP score over intra-function edges (branches and fall-throughs) and the calls
+    /// between the laid-out functions (scored as jumps).
+    pub score: f64,
+    /// Executions of intra-function edges that are not fall-throughs in the layout.
+    pub taken_branches: u64,
+    /// Number of functions per cluster count: `(clusters, functions)`, by cluster count.
+    pub clusters: Vec<(usize, usize)>,
+}
+
+/// [`LayoutScore`]s of the profiled functions before and after.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LayoutSummary {
+    /// The binary the profile was recorded on (its blocks at their addresses).
+    pub before: LayoutScore,
+    /// One hot cluster per function, functions in call-chain-clustered order.
+    pub one_cluster: LayoutScore,
+    /// Inter-function reordering (several clusters per function), when it was tried.
+    pub several_clusters: Option<LayoutScore>,
+    /// Whether the profile uses the several-cluster layout.
+    pub chose_several: bool,
 }
 
 fn skip_reason(program: &ProgramCfg, f: FunctionIndex) -> Option<SkipReason> {
@@ -69,8 +106,19 @@ fn skip_reason(program: &ProgramCfg, f: FunctionIndex) -> Option<SkipReason> {
     None
 }
 
-/// Lay out every hot function and order them.
+/// Lay out every hot function and order them (one cluster per function: without block-level
+/// calls, inter-function reordering has nothing to work with).
 pub fn generate(program: &ProgramCfg, opts: &PropellerOptions) -> PropellerProfile {
+    generate_with_calls(program, &[], opts)
+}
+
+/// [`generate`] with the calls between blocks (from
+/// [`crate::builder::CfgBuilder::finish_with_calls`]), which inter-function reordering uses.
+pub fn generate_with_calls(
+    program: &ProgramCfg,
+    block_calls: &[BlockCall],
+    opts: &PropellerOptions,
+) -> PropellerProfile {
     let results: Vec<(FunctionIndex, Result<FunctionLayout, SkipReason>)> = program
         .functions
         .par_iter()
@@ -128,7 +176,14 @@ pub fn generate(program: &ProgramCfg, opts: &PropellerOptions) -> PropellerProfi
             })
         })
         .collect();
-    PropellerProfile { functions, skipped }
+    let mut profile = PropellerProfile {
+        functions,
+        skipped,
+        placement: Vec::new(),
+        summary: LayoutSummary::default(),
+    };
+    crate::inter::lay_out_together(program, block_calls, opts, &mut profile);
+    profile
 }
 
 impl PropellerProfile {
@@ -190,7 +245,11 @@ impl PropellerProfile {
     /// cold parts in the same function order (cold code is packed together, away from hot code).
     pub fn ld_symbols(&self, program: &ProgramCfg) -> Vec<String> {
         let mut out = Vec::new();
-        for lf in &self.functions {
+        for &(k, c) in &self.placement {
+            let name = &program.functions[self.functions[k].function].name;
+            out.push(ld_profile::cluster_symbol(name, c));
+        }
+        for lf in self.functions.iter().filter(|_| self.placement.is_empty()) {
             let name = &program.functions[lf.function].name;
             for (i, _) in lf.layout.clusters.iter().enumerate() {
                 out.push(ld_profile::cluster_symbol(name, i));

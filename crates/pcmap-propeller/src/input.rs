@@ -180,10 +180,26 @@ pub fn fold_event(builder: &CfgBuilder<'_>, fold: &mut PreaggregatedFold, e: &Ev
     }
 }
 
-/// A [`Sink`] folding events into a builder's accumulator.
-struct BuilderSink<'b, 'm> {
+/// A [`Sink`] folding events into a builder's accumulator (any producer of the event pipeline,
+/// e.g. several profiles merged before layout).
+pub struct BuilderSink<'b, 'm> {
     builder: &'b CfgBuilder<'m>,
     fold: PreaggregatedFold,
+}
+
+impl<'b, 'm> BuilderSink<'b, 'm> {
+    /// A sink adding to an empty accumulator of `builder`.
+    pub fn new(builder: &'b CfgBuilder<'m>) -> Self {
+        BuilderSink {
+            builder,
+            fold: PreaggregatedFold::default(),
+        }
+    }
+
+    /// What was folded.
+    pub fn finish(self) -> PreaggregatedFold {
+        self.fold
+    }
 }
 
 impl Sink for BuilderSink<'_, '_> {

@@ -6,7 +6,11 @@
 //!    into per-function CFGs with block and edge counts and a call graph ([`cfg`]).
 //! 2. [`layout`] splits every hot function into hot blocks and a cold part and orders the hot
 //!    blocks for the ext-TSP objective ([`ext_tsp`]).
-//! 3. [`function_order`] orders the hot functions with call-chain clustering.
+//! 3. [`function_order`] orders the hot functions with call-chain clustering; with
+//!    inter-function reordering, [`inter`] cuts each function's hot order where no fall-through
+//!    joins it and chains the pieces of all functions along calls, so a function may become
+//!    several clusters (`name.__part.N`); it also scores whole-program layouts (ext-TSP score,
+//!    estimated taken branches).
 //! 4. [`cc_profile`] writes the `-fbasic-block-sections=list=` profile (version 1) and
 //!    [`ld_profile`] the `--symbol-ordering-file` list. [`generate`] ties 2–4 together.
 //!
@@ -20,14 +24,19 @@ pub mod ext_tsp;
 pub mod function_order;
 pub mod generate;
 pub mod input;
+pub mod inter;
 pub mod layout;
 pub mod ld_profile;
 
 pub use cc_profile::{CcFunction, CcProfile, CcProfileError, read_cc_profile, write_cc_profile};
 pub use cfg::{
-    BlockIndex, CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, FunctionIndex, ProgramCfg,
+    BlockCall, BlockIndex, CallEdge, CfgBlock, CfgEdge, EdgeKind, FunctionCfg, FunctionIndex,
+    ProgramCfg,
 };
 pub use ext_tsp::ExtTspParams;
 pub use function_order::FunctionOrderOptions;
-pub use generate::{LaidOutFunction, PropellerOptions, PropellerProfile, SkipReason, generate};
+pub use generate::{
+    LaidOutFunction, LayoutScore, LayoutSummary, PropellerOptions, PropellerProfile, SkipReason,
+    generate, generate_with_calls,
+};
 pub use layout::{FunctionLayout, LayoutOptions};

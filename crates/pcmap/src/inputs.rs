@@ -1,12 +1,12 @@
 //! Reading inputs several subcommands share: the BAT table of a BOLTed binary, and profiles
 //! (pre-aggregated text or perf.data) read as perf2bolt reads them. Errors name the file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::preagg;
-use pcmap_profile::events::PerfOptions;
+use pcmap_profile::events::{PerfOptions, PerfStats};
 
 /// The BAT table of a BOLT-optimized binary (`.note.bolt_bat`), if it has one.
 pub fn bat_table(binary: &Binary<'_>, path: &Path) -> Result<Option<pcmap_bat::BatTable>> {
@@ -26,7 +26,7 @@ pub fn read_preaggregated(data: &[u8], path: &Path) -> Result<preagg::PreAggrega
     let bar = crate::progress::bytes(data.len() as u64, "reading profile");
     let parsed = preagg::parse(data, &|n| bar.inc(n)).map_err(|e| match e {
         pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
-            "{}:{p} (pre-aggregated profile line {}, column {})",
+            "{}: {p} (pre-aggregated profile line {}, column {})",
             path.display(),
             p.pos.line,
             p.pos.column
@@ -52,4 +52,120 @@ pub fn read_perf_data(
     file.advise_sequential();
     preagg::read_perf_data(file.bytes(), &desc, opts, &|r| file.release(r))
         .with_context(|| format!("reading {}", path.display()))
+}
+
+/// What a profile file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileKind {
+    /// perf2bolt's pre-aggregated text.
+    PreAggregated,
+    /// perf.data.
+    PerfData,
+    /// BOLT's fdata (branch records by function name and offset).
+    Fdata,
+    /// BOLT's YAML profile.
+    Yaml,
+}
+
+/// What a profile file is, from its first bytes: perf.data (magic), BOLT YAML (`---`), fdata
+/// (a `boltedcollection`/`no_lbr` header or a record starting with a location kind digit), or
+/// `None` for other text (pre-aggregated).
+pub fn detect_profile(data: &[u8]) -> Option<ProfileKind> {
+    if is_perf_data(data) {
+        return Some(ProfileKind::PerfData);
+    }
+    let first = data
+        .split(|&b| b == b'\n')
+        .map(|l| l.trim_ascii())
+        .find(|l| !l.is_empty())?;
+    if first.starts_with(b"---") || first.starts_with(b"header:") {
+        Some(ProfileKind::Yaml)
+    } else if first.starts_with(b"boltedcollection")
+        || first.starts_with(b"no_lbr")
+        || first.first().is_some_and(u8::is_ascii_digit)
+    {
+        Some(ProfileKind::Fdata)
+    } else {
+        None
+    }
+}
+
+/// Whether `data` is a perf.data file (its magic).
+pub fn is_perf_data(data: &[u8]) -> bool {
+    data.starts_with(b"PERFILE2")
+}
+
+/// Read several profiles of `binary` (at `binary_path`), `jobs` at a time (0 = one per hardware
+/// thread), in the given order: the records of each, and for perf.data the counts perf2bolt
+/// prints. `kind_of` says how to read each file (from its path and bytes). The callers merge the
+/// results with `PreAggregated::merge`, so several profiles are one profile before aggregation
+/// or layout.
+pub fn read_profiles(
+    binary: &Binary<'_>,
+    binary_path: &Path,
+    paths: &[PathBuf],
+    jobs: usize,
+    opts: &PerfOptions,
+    kind_of: &(dyn Fn(&Path, &[u8]) -> Result<ProfileKind> + Sync),
+) -> Result<Vec<(preagg::PreAggregated, Option<PerfStats>)>> {
+    // BOLT profiles are read back onto BOLT's CFGs of the binary, made on first need.
+    let image: std::sync::OnceLock<Option<pcmap_binary::bolt::BoltFunctions<'_, '_>>> =
+        std::sync::OnceLock::new();
+    let aggregator = std::sync::OnceLock::new();
+    let agg = || -> Result<&pcmap_perf2bolt::aggregate::Aggregator<'_, '_>> {
+        let image = image
+            .get_or_init(|| pcmap_binary::bolt::BoltFunctions::discover(binary).ok())
+            .as_ref()
+            .with_context(|| format!("reading the functions of {}", binary_path.display()))?;
+        // Hashing: YAML function hashes are checked against the binary's.
+        Ok(aggregator
+            .get_or_init(|| pcmap_perf2bolt::aggregate::Aggregator::new(image).with_hashing()))
+    };
+    let read_one = |path: &PathBuf| -> Result<(preagg::PreAggregated, Option<PerfStats>)> {
+        let file = pcmap_binary::MappedFile::open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        match kind_of(path, file.bytes())? {
+            kind @ (ProfileKind::Fdata | ProfileKind::Yaml) => {
+                let agg = agg()?;
+                let (records, stats) = if kind == ProfileKind::Fdata {
+                    let p = pcmap_profile::fdata::parse(file.bytes())
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    pcmap_perf2bolt::reread::from_fdata(agg, &p)
+                        .with_context(|| format!("reading {}", path.display()))?
+                } else {
+                    let p = pcmap_profile::yaml::parse(file.bytes())
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    pcmap_perf2bolt::reread::from_yaml(agg, &p)
+                };
+                if stats.unknown_functions + stats.stale_functions > 0 {
+                    eprintln!(
+                        "pcmap: warning: {}: {} records name functions {} does not have, {} functions are stale (block count or hash differs); left out",
+                        path.display(),
+                        stats.unknown_functions,
+                        binary_path.display(),
+                        stats.stale_functions
+                    );
+                }
+                let mut sink = preagg::TraceSink::default();
+                pcmap_perf2bolt::reread::replay(agg, &records, &mut sink);
+                Ok((sink.finish(), None))
+            }
+            ProfileKind::PreAggregated => Ok((read_preaggregated(file.bytes(), path)?, None)),
+            ProfileKind::PerfData => {
+                let (parsed, stats) = read_perf_data(binary, binary_path, &file, path, opts)?;
+                Ok((parsed, Some(stats)))
+            }
+        }
+    };
+    if paths.len() == 1 {
+        return Ok(vec![read_one(&paths[0])?]);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .context("starting the --perfdata-jobs threads")?;
+    pool.install(|| {
+        use rayon::prelude::*;
+        paths.par_iter().map(read_one).collect()
+    })
 }

@@ -22,6 +22,17 @@ pub struct Args {
     command: Command,
 }
 
+/// What `bbmap profile` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProfileOutput {
+    /// Block counts and edges as JSON.
+    Json,
+    /// BOLT's fdata.
+    Fdata,
+    /// BOLT's YAML profile.
+    Yaml,
+}
+
 #[derive(clap::Subcommand, Debug)]
 enum Command {
     /// Print every function, range and block with all decoded fields.
@@ -69,9 +80,15 @@ enum Command {
         /// The profile is pre-aggregated text (`S`, `B`, `T`/`R`, `F`/`f`/`r` records).
         #[arg(long)]
         pa: bool,
-        /// Output JSON file (`-` for standard output).
+        /// Output file (`-` for standard output).
         #[arg(short = 'o', long = "output", default_value = "-")]
         output: PathBuf,
+        /// Output format: pcmap's JSON block profile, or a BOLT profile (fdata or YAML, with
+        /// llvm-bolt's function and block hashes) written by the perf2bolt aggregator, so one
+        /// collection feeds both Propeller and BOLT (`llvm-bolt BINARY -data OUT`; link the
+        /// binary with `--emit-relocs` for llvm-bolt).
+        #[arg(long, value_enum, default_value = "json")]
+        format: ProfileOutput,
     },
 }
 
@@ -94,7 +111,37 @@ pub fn run(args: Args) -> Result<()> {
             profile,
             pa,
             output,
-        } => run_profile(&binary, &profile, pa, &output),
+            format,
+        } => match format {
+            ProfileOutput::Json => run_profile(&binary, &profile, pa, &output),
+            ProfileOutput::Fdata | ProfileOutput::Yaml => {
+                // perf.data without branch stacks holds basic samples (`--ba` in perf2bolt).
+                let basic_events = !pa && {
+                    let file = MappedFile::open(&profile)
+                        .with_context(|| format!("opening {}", profile.display()))?;
+                    let perf = PerfFile::parse(file.bytes())
+                        .with_context(|| format!("reading {}", profile.display()))?;
+                    !events::has_branch_stacks(&perf)
+                };
+                // The one aggregator and writer (perf2bolt's rules and hashes).
+                crate::cmd::perf2bolt::run(crate::cmd::perf2bolt::Args {
+                    binary,
+                    profiles: vec![profile],
+                    perfdata_jobs: 1,
+                    output,
+                    pre_aggregated: pa,
+                    basic_events,
+                    yaml: None,
+                    profile_format: if format == ProfileOutput::Yaml {
+                        crate::cmd::perf2bolt::ProfileFormat::Yaml
+                    } else {
+                        crate::cmd::perf2bolt::ProfileFormat::Fdata
+                    },
+                    ignore_build_id: true,
+                    pid: None,
+                })
+            }
+        },
     }
 }
 

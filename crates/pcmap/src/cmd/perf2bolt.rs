@@ -248,33 +248,25 @@ fn read_profiles(
     args: &Args,
     binary: &Binary<'_>,
 ) -> Result<Vec<(PreAggregated, Option<PerfStats>)>> {
-    let read_one = |path: &PathBuf| -> Result<(PreAggregated, Option<PerfStats>)> {
-        let file = MappedFile::open(path).with_context(|| format!("opening {}", path.display()))?;
-        if args.pre_aggregated {
-            Ok((crate::inputs::read_preaggregated(file.bytes(), path)?, None))
-        } else {
-            let opts = PerfOptions {
-                basic: args.basic_events,
-                pid: args.pid,
-                ignore_build_id: args.ignore_build_id,
-                sample_ips: false,
-            };
-            let (parsed, stats) =
-                crate::inputs::read_perf_data(binary, &args.binary, &file, path, &opts)?;
-            Ok((parsed, Some(stats)))
-        }
+    let opts = PerfOptions {
+        basic: args.basic_events,
+        pid: args.pid,
+        ignore_build_id: args.ignore_build_id,
+        sample_ips: false,
     };
-    if args.profiles.len() == 1 {
-        return Ok(vec![read_one(&args.profiles[0])?]);
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(args.perfdata_jobs)
-        .build()
-        .context("starting the --perfdata-jobs threads")?;
-    pool.install(|| {
-        use rayon::prelude::*;
-        args.profiles.par_iter().map(read_one).collect()
-    })
+    let kind = if args.pre_aggregated {
+        crate::inputs::ProfileKind::PreAggregated
+    } else {
+        crate::inputs::ProfileKind::PerfData
+    };
+    crate::inputs::read_profiles(
+        binary,
+        &args.binary,
+        &args.profiles,
+        args.perfdata_jobs,
+        &opts,
+        &|_, _| Ok(kind),
+    )
 }
 
 /// perf2bolt's long options, which LLVM's option parser also accepts with a single dash.
