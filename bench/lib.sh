@@ -14,27 +14,28 @@ build_pcmap() {
 # build_prog DIR NFUNCS: DIR/big, a NFUNCS-function C program (clang-22 -O2, non-PIE, lld,
 # --emit-relocs, so BOLT can rewrite it), built once and cached.
 build_prog() {
-  dir=$1; nfuncs=$2
-  mkdir -p "$dir"
-  if [ ! -x "$dir/big" ]; then
-    echo "building a $nfuncs-function program in $dir (takes a few minutes)..." >&2
-    nfiles=$(( (nfuncs + 1249) / 1250 ))
-    python3 "$ROOT/bench/gen-bigprog.py" "$dir/src" "$nfuncs" "$nfiles"
-    ls "$dir"/src/*.c | xargs -P "$(nproc)" -I{} "$LLVM/clang" -O2 -fno-pie -c {} -o {}.o
-    "$LLVM/clang" -O2 -fno-pie -no-pie -fuse-ld=lld -Wl,--emit-relocs "$dir"/src/*.o -o "$dir/big.tmp"
-    mv "$dir/big.tmp" "$dir/big"
-    rm -f "$dir"/src/*.o
+  # (Shell functions share the caller's variables: these are prefixed.)
+  bp_dir=$1; bp_nfuncs=$2
+  mkdir -p "$bp_dir"
+  if [ ! -x "$bp_dir/big" ]; then
+    echo "building a $bp_nfuncs-function program in $bp_dir (takes a few minutes)..." >&2
+    bp_nfiles=$(( (bp_nfuncs + 1249) / 1250 ))
+    python3 "$ROOT/bench/gen-bigprog.py" "$bp_dir/src" "$bp_nfuncs" "$bp_nfiles"
+    ls "$bp_dir"/src/*.c | xargs -P "$(nproc)" -I{} "$LLVM/clang" -O2 -fno-pie -c {} -o {}.o
+    "$LLVM/clang" -O2 -fno-pie -no-pie -fuse-ld=lld -Wl,--emit-relocs "$bp_dir"/src/*.o -o "$bp_dir/big.tmp"
+    mv "$bp_dir/big.tmp" "$bp_dir/big"
+    rm -f "$bp_dir"/src/*.o
   fi
 }
 
 # build_preagg DIR NRECORDS [HOT]: DIR/big.pa, a pre-aggregated profile of valid traces of
 # DIR/big (HOT: only that many functions, picked at random, are profiled).
 build_preagg() {
-  dir=$1; n=$2; hot=${3:-0}
-  if [ ! -s "$dir/big.pa" ]; then
-    echo "generating the $n-record profile of $dir/big..." >&2
-    python3 "$ROOT/bench/gen-preagg.py" "$dir/big" "$n" "$hot" > "$dir/big.pa.tmp"
-    mv "$dir/big.pa.tmp" "$dir/big.pa"
+  pa_dir=$1; pa_n=$2; pa_hot=${3:-0}
+  if [ ! -s "$pa_dir/big.pa" ]; then
+    echo "generating the $pa_n-record profile of $pa_dir/big..." >&2
+    python3 "$ROOT/bench/gen-preagg.py" "$pa_dir/big" "$pa_n" "$pa_hot" > "$pa_dir/big.pa.tmp"
+    mv "$pa_dir/big.pa.tmp" "$pa_dir/big.pa"
   fi
 }
 
@@ -42,22 +43,22 @@ build_preagg() {
 # NAME.rss; the last run's output in NAME.log. A failing command is reported, not fatal (the
 # exit status goes to NAME.status).
 run() {
-  name=$1; shift
-  best_wall=""; best_rss=""
-  i=0
-  while [ "$i" -lt "$RUNS" ]; do
-    status=0
-    /usr/bin/time -v -o "$name.time" "$@" > "$name.log" 2>&1 || status=$?
-    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(k=1;k<=n;k++) s=s*60+t[k]; print s}' "$name.time")
-    rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$name.time")
-    if [ -z "$best_wall" ] || awk "BEGIN{exit !($wall < $best_wall)}"; then best_wall=$wall; fi
-    if [ -z "$best_rss" ] || [ "$rss" -lt "$best_rss" ]; then best_rss=$rss; fi
-    i=$((i + 1))
+  r_name=$1; shift
+  r_wall=""; r_rss=""
+  r_i=0
+  while [ "$r_i" -lt "$RUNS" ]; do
+    r_status=0
+    /usr/bin/time -v -o "$r_name.time" "$@" > "$r_name.log" 2>&1 || r_status=$?
+    r_w=$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(k=1;k<=n;k++) s=s*60+t[k]; print s}' "$r_name.time")
+    r_r=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$r_name.time")
+    if [ -z "$r_wall" ] || awk "BEGIN{exit !($r_w < $r_wall)}"; then r_wall=$r_w; fi
+    if [ -z "$r_rss" ] || [ "$r_r" -lt "$r_rss" ]; then r_rss=$r_r; fi
+    r_i=$((r_i + 1))
   done
-  echo "$best_wall" > "$name.wall"; echo "$best_rss" > "$name.rss"; echo "$status" > "$name.status"
-  if [ "$status" != 0 ]; then
-    echo "$name: exit status $status; last lines of its output:" >&2
-    tail -5 "$name.log" >&2
+  echo "$r_wall" > "$r_name.wall"; echo "$r_rss" > "$r_name.rss"; echo "$r_status" > "$r_name.status"
+  if [ "$r_status" != 0 ]; then
+    echo "$r_name: exit status $r_status; last lines of its output:" >&2
+    tail -5 "$r_name.log" >&2
   fi
 }
 

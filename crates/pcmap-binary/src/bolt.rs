@@ -178,27 +178,24 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 kind: FunctionKind::Regular,
             });
         }
-        // Code section starts without a function: `<section>/N`, named like BOLT names the
-        // section's symbol (or as the next local of that name when the table has none). PLT
-        // sections get pseudo functions below instead.
+        // Code section starts without a function but with a section symbol (kept by
+        // `--emit-relocs`): a function named like BOLT names that symbol (`<section>/N`). Code
+        // of a section without one (say a `.noplt` section of stubs in a binary linked without
+        // relocations) stays unknown, as perf2bolt leaves it. PLT sections get pseudo functions
+        // below instead.
         for section in binary.code_sections() {
-            let (address, name) = (section.address, section.name);
-            if name.starts_with(".plt") || functions.iter().any(|f| f.address == address) {
+            let address = section.address;
+            if section.name.starts_with(".plt") || functions.iter().any(|f| f.address == address) {
                 continue;
             }
-            let section_symbol = binary
+            let Some(name) = binary
                 .symbols()
                 .iter()
                 .find(|s| s.kind == SymbolKind::Section && s.section_index == Some(section.index))
-                .and_then(|s| s.bolt_name.clone());
-            let name = section_symbol.unwrap_or_else(|| {
-                let locals = binary
-                    .symbols()
-                    .iter()
-                    .filter(|s| s.is_local && s.name == name && s.bolt_name.is_some())
-                    .count();
-                format!("{name}/{}", locals + 1)
-            });
+                .and_then(|s| s.bolt_name.clone())
+            else {
+                continue;
+            };
             functions.push(BoltFunction {
                 names: vec![name],
                 address,

@@ -168,8 +168,18 @@ pub fn branch_profile(
         for fi in bat_funcs {
             out.functions.push(bat_function(agg, bat, &index, fi));
         }
+    } else {
+        no_flags_without_blocks(&mut out);
     }
     out
+}
+
+/// Outside BAT mode, BOLT's YAML writer takes the header's profile flags from the first profiled
+/// function with blocks: none when no written function has a CFG.
+fn no_flags_without_blocks(profile: &mut yaml::Profile) {
+    if !profile.functions.iter().any(|f| f.num_basic_blocks > 0) {
+        profile.header.flags = 0;
+    }
 }
 
 /// The function perf2bolt names as a call's destination: in BAT mode a cold fragment stands for
@@ -528,5 +538,6 @@ pub fn sample_profile(
             ..Default::default()
         });
     }
+    no_flags_without_blocks(&mut out);
     out
 }

@@ -349,3 +349,78 @@ fn llvm_style_options_give_perf2bolts_output() {
         }
     }
 }
+
+/// A code section without symbols (`.noplt` stubs): with the section symbol kept by
+/// `--emit-relocs` it is a function `.noplt/1`; without, its code is unknown. Traces into it give
+/// perf2bolt 22's fdata, YAML and statistics either way.
+#[test]
+fn code_sections_without_symbols_match_perf2bolt() {
+    let srcs = ["perf2bolt/noplt-main.c", "perf2bolt/noplt-stubs.s"];
+    for (tag, flags) in [
+        (
+            "relocs",
+            &["-O1", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"][..],
+        ),
+        ("plain", &["-O1", "-fno-pie", "-no-pie"][..]),
+    ] {
+        let bin = tk::build(&format!("perf2bolt-noplt-{tag}"), &srcs, flags);
+        let headers = tk::run_ok(Command::new(tk::tool("llvm-readelf")).arg("-SW").arg(&bin));
+        let noplt = headers
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let i = f.iter().position(|w| *w == ".noplt")?;
+                Some(tk::hex(f.get(i + 2)?))
+            })
+            .expect("the fixture has a .noplt section");
+        let dir = tk::scratch_dir(&format!("cli-perf2bolt-noplt-{tag}"));
+        let prof = dir.join("prof.pa");
+        // A jump over a nop, then a fall-through to the `ret` of the second stub.
+        std::fs::write(
+            &prof,
+            format!(
+                "T {:x} {:x} {:x} 5\nT {:x} {:x} {:x} 3\n",
+                noplt + 1,
+                noplt + 4,
+                noplt + 4,
+                noplt + 16,
+                noplt + 16,
+                noplt + 18
+            ),
+        )
+        .unwrap();
+        let yaml_arg = dir.join("p2b.yaml");
+        let (expected, p2b_stdout) = support::perf2bolt(
+            &bin,
+            &prof,
+            &dir.join("p2b.fdata"),
+            &["-w", yaml_arg.to_str().unwrap()],
+        );
+        let ours_yaml = dir.join("pcmap.yaml");
+        let out = pcmap(
+            &bin,
+            &prof,
+            &dir.join("pcmap.fdata"),
+            &["-w", ours_yaml.to_str().unwrap()],
+        );
+        tk::assert_success("pcmap perf2bolt", &out);
+        let ours = std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap();
+        assert_eq!(ours, expected, "{tag}: fdata ({})", dir.display());
+        assert_eq!(
+            expected.contains(".noplt/1"),
+            tag == "relocs",
+            "{tag}: perf2bolt's fdata:\n{expected}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&ours_yaml).unwrap(),
+            std::fs::read_to_string(&yaml_arg).unwrap(),
+            "{tag}: YAML ({})",
+            dir.display()
+        );
+        assert_eq!(
+            support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+            support::stat_lines(&p2b_stdout),
+            "{tag}"
+        );
+    }
+}
