@@ -121,6 +121,9 @@ pub struct BoltFunctions<'a, 'data> {
     bitness: u32,
     /// `(function start, LSDA address)` of the FDEs with an LSDA, sorted.
     lsdas: Vec<(u64, u64)>,
+    /// Addresses of the symbols inside functions that BOLT makes secondary entry points
+    /// ([`label_entry_points`]), sorted.
+    label_entries: Vec<u64>,
 }
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
@@ -248,6 +251,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
             .collect();
+        let label_entries = label_entry_points(binary, &functions);
         Ok(Self {
             binary,
             functions,
@@ -255,6 +259,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             ends,
             bitness,
             lsdas,
+            label_entries,
         })
     }
 
@@ -350,13 +355,15 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         out
     }
 
-    /// BOLT's `processInterproceduralReferences`: the secondary entry points (sorted offsets,
-    /// per function, indexed like [`Self::functions`]) that `references` (addresses referenced
-    /// from outside the function they land in) make: an address inside a regular function,
-    /// past its start and within its size.
+    /// The secondary entry points (sorted offsets, per function, indexed like
+    /// [`Self::functions`]): those BOLT's `processInterproceduralReferences` makes of
+    /// `references` (addresses referenced from outside the function they land in), and the
+    /// symbols inside functions its `adjustFunctionBoundaries` adds ([`label_entry_points`]);
+    /// each an address inside a regular function, past its start and within its size.
     pub fn entry_points(&self, references: impl IntoIterator<Item = u64>) -> Vec<Vec<u64>> {
         let mut entries: Vec<(usize, u64)> = references
             .into_iter()
+            .chain(self.label_entries.iter().copied())
             .filter_map(|addr| {
                 let i = self.starts.partition_point(|&s| s <= addr).checked_sub(1)?;
                 let f = &self.functions[i];
@@ -373,6 +380,57 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         }
         out
     }
+}
+
+/// The symbols BOLT's `adjustFunctionBoundaries` makes secondary entry points: walking the
+/// symbols after each function's start and before the next function's, in address order, each
+/// one "valid in scope" (in the function's section, and either zero-sized inside the function or
+/// an untyped local symbol) is an entry point, except assembler-private `.L` labels; the walk
+/// stops at the first symbol that is not valid. Addresses, sorted.
+fn label_entry_points(binary: &Binary<'_>, functions: &[BoltFunction]) -> Vec<u64> {
+    let mut syms: Vec<&crate::Symbol<'_>> = binary
+        .symbols()
+        .iter()
+        .filter(|s| {
+            !s.name.is_empty()
+                && !s.is_undefined
+                && !s.is_absolute
+                && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
+        })
+        .collect();
+    syms.sort_by_key(|s| (s.address, s.index));
+    let mut out = Vec::new();
+    for (i, f) in functions.iter().enumerate() {
+        if f.kind != FunctionKind::Regular || f.size == 0 {
+            continue;
+        }
+        let Some(section) = binary.code_section_at(f.address) else {
+            continue;
+        };
+        let next = functions.get(i + 1).map_or(u64::MAX, |n| n.address);
+        let first = syms.partition_point(|s| s.address <= f.address);
+        for s in &syms[first..] {
+            if s.address >= next {
+                break;
+            }
+            let in_section = s.address >= section.address
+                && s.address - section.address < section.size
+                && s.section_index.is_none_or(|k| k == section.index);
+            let valid = in_section
+                && ((s.size == 0 && contains(f, s.address))
+                    || (matches!(s.kind, SymbolKind::NoType) && s.is_local));
+            if !valid {
+                break;
+            }
+            if s.name.starts_with(".L") {
+                continue;
+            }
+            out.push(s.address);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Whether `address` lies within `func`'s size.

@@ -424,3 +424,72 @@ fn code_sections_without_symbols_match_perf2bolt() {
         );
     }
 }
+
+/// Symbols inside functions: BOLT starts a block at each zero-sized symbol or local label after
+/// the function's start (a secondary entry point) up to the first symbol that is neither, so
+/// fall-throughs across them are recorded and the YAML has those blocks. fdata and YAML equal
+/// perf2bolt 22's.
+#[test]
+fn labels_inside_functions_match_perf2bolt() {
+    let bin = tk::build("perf2bolt-labels", &["perf2bolt/labels.s"], FLAGS);
+    let nm = tk::run_ok(Command::new(tk::tool("llvm-nm")).arg(&bin));
+    let sym = |name: &str| -> u64 {
+        nm.lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == name).then(|| tk::hex(f[0]))
+            })
+            .unwrap_or_else(|| panic!("{name} in llvm-nm output:\n{nm}"))
+    };
+    // Each loop's `jne` is the 2-byte instruction before the next `call`/`ret`: take the loop
+    // back-edge, then fall through the labels to it.
+    let main_jne = sym("main_inner") + 3;
+    let g_jne = sym("g_after") + 3;
+    let dir = tk::scratch_dir("cli-perf2bolt-labels");
+    let prof = dir.join("prof.pa");
+    std::fs::write(
+        &prof,
+        format!(
+            "T {main_jne:x} {:x} {main_jne:x} 7\nT {g_jne:x} {:x} {g_jne:x} 4\n",
+            sym("main_loop"),
+            sym("g_loop")
+        ),
+    )
+    .unwrap();
+    let yaml = dir.join("p2b.yaml");
+    let (expected, p2b_stdout) = support::perf2bolt(
+        &bin,
+        &prof,
+        &dir.join("p2b.fdata"),
+        &["-w", yaml.to_str().unwrap()],
+    );
+    let ours_yaml = dir.join("pcmap.yaml");
+    let out = pcmap(
+        &bin,
+        &prof,
+        &dir.join("pcmap.fdata"),
+        &["-w", ours_yaml.to_str().unwrap()],
+    );
+    tk::assert_success("pcmap perf2bolt", &out);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        expected,
+        "fdata ({})",
+        dir.display()
+    );
+    // The label fall-through is there (the check has teeth).
+    assert!(
+        expected.lines().count() >= 4,
+        "perf2bolt's fdata:\n{expected}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ours_yaml).unwrap(),
+        std::fs::read_to_string(&yaml).unwrap(),
+        "YAML ({})",
+        dir.display()
+    );
+    assert_eq!(
+        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+        support::stat_lines(&p2b_stdout)
+    );
+}
