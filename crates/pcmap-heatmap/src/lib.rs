@@ -374,10 +374,13 @@ impl Sink for HeatmapBuilder {
     }
 }
 
-/// Pre-aggregated chunks read in parallel merge by adding counts (a perf.data stream is read
-/// serially: its samples span events).
+/// Chunks read in parallel merge by adding counts. A perf.data piece ends with its last sample's
+/// oldest branch source still pending (a sample's end is only seen when the next one starts):
+/// `later` starts a new sample, so it is counted here, and `later`'s pending one carries over.
 impl ParallelSink for HeatmapBuilder {
     fn merge(mut self, later: Self) -> Self {
+        self.end_sample();
+        self.oldest_source = later.oldest_source;
         for (b, c) in later.map {
             let e = self.map.entry(b).or_default();
             *e = e.wrapping_add(c);

@@ -301,14 +301,16 @@ pub(crate) fn read_profile(
         } else {
             Input::BranchStacks
         };
-        let mut builder = HeatmapBuilder::new(binary, opts, kind);
+        let proto = HeatmapBuilder::new(binary, opts, kind);
         if input.basic_events {
             out.say("PERF2BOLT: parsing basic events (without brstack)...")?;
         } else {
             out.say("PERF2BOLT: parse branch events...")?;
         }
-        let stats = events::read_perf_data(&file, &desc, &popts, &mut builder)
-            .with_context(|| format!("reading {}", input.profile.display()))?;
+        // Pieces of the file are counted in parallel; the heat map's buckets add up.
+        let (mut builder, stats) =
+            events::read_perf_data_parallel(&file, &desc, &popts, || proto.empty_like(), &|_| {})
+                .with_context(|| format!("reading {}", input.profile.display()))?;
         builder.set_samples(stats.total_samples);
         if input.basic_events {
             out.say(&format!(
