@@ -977,6 +977,36 @@ fn bbmap_profile_writes_bolt_profiles_llvm_bolt_applies() {
         support::normalized_fdata(&std::fs::read_to_string(&fdata).unwrap()),
         support::normalized_fdata(&std::fs::read_to_string(&p2b).unwrap())
     );
+
+    // The same profile cut in two and given as `-p A,B` adds up to perf2bolt's fdata of the
+    // whole, and to the same JSON block profile as the whole.
+    let whole = std::fs::read_to_string(&o.profile).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let (a, b) = lines.split_at(lines.len() / 2);
+    let (pa, pb) = (o.dir.join("half-a.pa"), o.dir.join("half-b.pa"));
+    std::fs::write(&pa, a.join("\n") + "\n").unwrap();
+    std::fs::write(&pb, b.join("\n") + "\n").unwrap();
+    let both = format!("{},{}", pa.display(), pb.display());
+    let halves = o.dir.join("bbmap.halves.fdata");
+    let out = run(pcmap()
+        .args(["bbmap", "profile"])
+        .arg(&o.exe)
+        .args(["-p", &both, "--pa", "--format", "fdata", "-o"])
+        .arg(&halves));
+    pcmap_testkit::assert_success("pcmap bbmap profile -p A,B --format fdata", &out);
+    assert_eq!(
+        support::normalized_fdata(&std::fs::read_to_string(&halves).unwrap()),
+        support::normalized_fdata(&std::fs::read_to_string(&p2b).unwrap())
+    );
+    let json = |ps: &[&Path]| {
+        let mut cmd = pcmap();
+        cmd.args(["bbmap", "profile"]).arg(&o.exe).arg("--pa");
+        for p in ps {
+            cmd.arg("-p").arg(p);
+        }
+        run_ok(&mut cmd)
+    };
+    assert_eq!(json(&[&pa, &pb]), json(&[o.profile.as_path()]));
 }
 
 /// The layout options keep the Propeller tool's names and switch: `--split-functions=false`

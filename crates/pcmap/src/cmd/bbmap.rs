@@ -74,9 +74,11 @@ enum Command {
     Profile {
         /// ELF file the profile was recorded on.
         binary: PathBuf,
-        /// Profile: perf.data, or pre-aggregated text with `--pa`.
-        #[arg(short = 'p', long = "profile")]
-        profile: PathBuf,
+        /// Profile: perf.data, or pre-aggregated text with `--pa`. Repeat the option or separate
+        /// paths with commas to add up several profiles (all perf.data, or all pre-aggregated).
+        #[arg(short = 'p', long = "profile", required = true, value_delimiter = ',',
+              action = clap::ArgAction::Append)]
+        profiles: Vec<PathBuf>,
         /// The profile is pre-aggregated text (`S`, `B`, `T`/`R`, `F`/`f`/`r` records).
         #[arg(long)]
         pa: bool,
@@ -108,25 +110,37 @@ pub fn run(args: Args) -> Result<()> {
         Command::Stats { binary, json } => stats(&binary, json),
         Command::Profile {
             binary,
-            profile,
+            profiles,
             pa,
             output,
             format,
         } => match format {
-            ProfileOutput::Json => run_profile(&binary, &profile, pa, &output),
+            ProfileOutput::Json => run_profile(&binary, &profiles, pa, &output),
             ProfileOutput::Fdata | ProfileOutput::Yaml => {
-                // perf.data without branch stacks holds basic samples (`--ba` in perf2bolt).
-                let basic_events = !pa && {
-                    let file = MappedFile::open(&profile)
+                // perf.data without branch stacks holds basic samples (`--ba` in perf2bolt); the
+                // profiles must agree.
+                let mut basic = None;
+                for profile in profiles.iter().filter(|_| !pa) {
+                    let file = MappedFile::open(profile)
                         .with_context(|| format!("opening {}", profile.display()))?;
                     let perf = PerfFile::parse(file.bytes())
                         .with_context(|| format!("reading {}", profile.display()))?;
-                    !events::has_branch_stacks(&perf)
-                };
+                    let this = !events::has_branch_stacks(&perf);
+                    if basic.is_some_and(|b| b != this) {
+                        anyhow::bail!(
+                            "{}: {} branch stacks, unlike {}: convert profiles of one kind at a time",
+                            profile.display(),
+                            if this { "has no" } else { "has" },
+                            profiles[0].display()
+                        );
+                    }
+                    basic = Some(this);
+                }
+                let basic_events = basic.unwrap_or(false);
                 // The one aggregator and writer (perf2bolt's rules and hashes).
                 crate::cmd::perf2bolt::run(crate::cmd::perf2bolt::Args {
                     binary,
-                    profiles: vec![profile],
+                    profiles,
                     perfdata_jobs: 1,
                     output,
                     pre_aggregated: pa,
@@ -232,7 +246,7 @@ fn stats(path: &Path, json_out: bool) -> Result<()> {
     Ok(())
 }
 
-fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> Result<()> {
+fn run_profile(binary: &Path, profile_paths: &[PathBuf], pa: bool, output: &Path) -> Result<()> {
     let (elf_file, maps) = load(binary, false)?;
     if maps.kind == ElfKind::Relocatable {
         bail!(
@@ -244,7 +258,7 @@ fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> R
     let index = BlockIndex::new(fs.iter().copied());
     let bin = pcmap_binary::Binary::parse(elf_file.bytes())
         .with_context(|| format!("parsing {}", binary.display()))?;
-    let prof = read_block_profile(&bin, binary, &index, profile_path, pa)?;
+    let prof = read_block_profile(&bin, binary, &index, profile_paths, pa)?;
     let block_ref = |pos: u32| -> Value {
         let b = index.block(pos as usize);
         json!({
@@ -301,20 +315,34 @@ fn run_profile(binary: &Path, profile_path: &Path, pa: bool, output: &Path) -> R
     })
 }
 
-/// The block profile of `bin` (at `binary_path`) from a perf.data or (`pa`) pre-aggregated
-/// profile, through the one branch-event pipeline and block attributor.
+/// The block profile of `bin` (at `binary_path`) from perf.data or (`pa`) pre-aggregated
+/// profiles (their counts added up), through the one branch-event pipeline and block attributor.
 pub(crate) fn read_block_profile(
     bin: &pcmap_binary::Binary<'_>,
     binary_path: &Path,
     index: &BlockIndex,
-    profile_path: &Path,
+    profile_paths: &[PathBuf],
     pa: bool,
 ) -> Result<BlockProfile> {
+    let mut sink = ProfileSink::new(index);
+    for profile_path in profile_paths {
+        read_into(bin, binary_path, profile_path, pa, &mut sink)?;
+    }
+    Ok(sink.finish())
+}
+
+/// One profile's events into `sink`.
+fn read_into(
+    bin: &pcmap_binary::Binary<'_>,
+    binary_path: &Path,
+    profile_path: &Path,
+    pa: bool,
+    sink: &mut ProfileSink<'_>,
+) -> Result<()> {
     let prof_file = MappedFile::open(profile_path)
         .with_context(|| format!("opening {}", profile_path.display()))?;
-    let mut sink = ProfileSink::new(index);
     if pa {
-        events::read_preaggregated(prof_file.bytes(), &mut sink)
+        events::read_preaggregated(prof_file.bytes(), sink)
             .map_err(|e| anyhow::anyhow!("{}:{e}", profile_path.display()))?;
     } else {
         let desc = binary_desc(bin, binary_path.as_os_str().as_encoded_bytes());
@@ -326,8 +354,8 @@ pub(crate) fn read_block_profile(
             ignore_build_id: true,
             ..Default::default()
         };
-        events::read_perf_data(&perf, &desc, &opts, &mut sink)
+        events::read_perf_data(&perf, &desc, &opts, sink)
             .with_context(|| format!("reading {}", profile_path.display()))?;
     }
-    Ok(sink.finish())
+    Ok(())
 }

@@ -336,7 +336,11 @@ pub fn run(args: Args) -> Result<()> {
     let blocks = (!functions.is_empty()).then(|| BlockIndex::new(functions.iter().copied()));
     let counts = match (&args.profile, &blocks) {
         (Some(p), Some(index)) => Some(block_counts(&crate::cmd::bbmap::read_block_profile(
-            code_bin, code_path, index, p, args.pa,
+            code_bin,
+            code_path,
+            index,
+            std::slice::from_ref(p),
+            args.pa,
         )?)),
         (Some(_), None) => bail!(
             "{} has no basic-block address map: -p needs one to count blocks \
