@@ -147,13 +147,15 @@ fn check_merge(f: &Fixture, tag: &str) {
     assert_eq!(one, ours, "{tag}: --partitions 1");
     // Merging a merged shard with nothing else is the identity.
     let shard = f.dir.join("merged.parquet");
-    merge(
-        &[
-            f.shard_dir.as_os_str(),
-            "--format".as_ref(),
-            "parquet".as_ref(),
-        ],
-        &shard,
+    tk::run_ok(
+        fleet().arg("merge").arg("-o").arg(&shard).args(
+            [
+                f.shard_dir.as_os_str(),
+                "--format".as_ref(),
+                "parquet".as_ref(),
+            ]
+            .iter(),
+        ),
     );
     let again = merge(&[shard.as_os_str()], &f.dir.join("again.fdata"));
     assert_eq!(again, ours, "{tag}: merge of the merged shard");
