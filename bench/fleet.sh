@@ -9,7 +9,8 @@
 #
 # Usage: bench/fleet.sh [SHARDS [RECORDS]]   (defaults: 1000 shards of 100000 records, the
 # issue's size; that needs about 5 GB of disk for the fdata and the shards)
-# Environment: OUT=dir (default target/bench-fleet).
+# Environment: OUT=dir (default target/bench-fleet), FLEET=binary (default: build the release one).
+# Set GEN_ONLY=1 to stop after generating the inputs.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARDS=${1:-1000}
@@ -18,8 +19,11 @@ OUT=${OUT:-$ROOT/target/bench-fleet}/$SHARDS-$RECORDS
 LLVM=/usr/lib/llvm-22/bin
 mkdir -p "$OUT"
 cd "$OUT"
-(cd "$ROOT" && cargo build --release -q -p pcmap-fleet)
-FLEET=$ROOT/target/release/pcmap-fleet
+# FLEET=path uses that pcmap-fleet binary instead of building the release one.
+if [ -z "${FLEET:-}" ]; then
+  (cd "$ROOT" && cargo build --release -q -p pcmap-fleet)
+  FLEET=$ROOT/target/release/pcmap-fleet
+fi
 
 if [ ! -f fdata/.done ]; then
   echo "generating $SHARDS fdata files of $RECORDS records..." >&2
@@ -38,6 +42,7 @@ if [ ! -f shards/.done ]; then
   done
   touch shards/.done
 fi
+[ -n "${GEN_ONLY:-}" ] && exit 0
 echo "input: $SHARDS files; fdata $(du -sh fdata | cut -f1), shards $(du -sh shards | cut -f1)"
 
 # run NAME CMD...: time CMD, print wall and peak RSS.
