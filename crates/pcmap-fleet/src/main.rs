@@ -1,0 +1,629 @@
+//! `pcmap-fleet`: fleet-scale profiles as Parquet shards, merged and queried with SQL on Apache
+//! DataFusion (embedded) or an Apache DataFusion Ballista cluster. The heavy engine lives in
+//! this binary so that `cargo build --release` of pcmap itself stays fast.
+
+#[path = "../../pcmap/src/output.rs"]
+#[allow(dead_code)]
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_binary::{Binary, MappedFile};
+use pcmap_fleet::engine::{self, Engine, Filter};
+use pcmap_fleet::shard::{self, Origin};
+use pcmap_perf2bolt::aggregate::Aggregator;
+use pcmap_perf2bolt::preagg::{self, PreAggregated};
+use pcmap_profile::events::PerfOptions;
+use pcmap_profile::fdata;
+
+/// Fleet-scale BOLT profiles: Parquet shards, merged and queried with SQL on Apache DataFusion
+/// (embedded) or Apache DataFusion Ballista (many machines).
+#[derive(Parser, Debug)]
+#[command(name = "pcmap-fleet", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Aggregate a profile against a binary like perf2bolt and write it as a shard.
+    Perf2bolt(Perf2boltArgs),
+    /// Convert an fdata profile (perf2bolt's or merge-fdata's output) to a shard.
+    Convert(ConvertArgs),
+    /// Merge shards with merge-fdata's rules into fdata, YAML or a shard.
+    Merge(MergeArgs),
+    /// Run SQL over shards (table `shards`).
+    Query(QueryArgs),
+    /// Run a Ballista scheduler.
+    Scheduler(SchedulerArgs),
+    /// Run a Ballista executor.
+    Executor(ExecutorArgs),
+}
+
+/// Where a shard's profile comes from.
+#[derive(clap::Args, Debug)]
+struct OriginArgs {
+    /// Host the profile was collected on (default: this host's name).
+    #[arg(long)]
+    host: Option<String>,
+    /// Collection time: Unix seconds or RFC 3339 (`2026-11-24T17:00:00Z`); default: now.
+    #[arg(long = "collected-at", value_name = "TIME")]
+    collected_at: Option<String>,
+    /// Shared object the profile is of (omit for an executable).
+    #[arg(long)]
+    dso: Option<String>,
+    /// Build-id (hex) to record when the binary is not given or has none.
+    #[arg(long = "build-id")]
+    build_id: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct Perf2boltArgs {
+    /// The binary the profile was collected on.
+    binary: PathBuf,
+    /// Profile: perf.data, or pre-aggregated text with --pa.
+    #[arg(short = 'p', long = "perfdata", value_name = "PROFILE")]
+    profile: PathBuf,
+    /// The profile is in perf2bolt's pre-aggregated format.
+    #[arg(long = "pa")]
+    pre_aggregated: bool,
+    /// Aggregate basic samples (no branch stacks).
+    #[arg(long = "ba", visible_alias = "nl")]
+    basic_events: bool,
+    /// Do not check that the build-id in perf.data matches the binary.
+    #[arg(long = "ignore-build-id")]
+    ignore_build_id: bool,
+    /// The shard to write.
+    #[arg(short = 'o', value_name = "SHARD")]
+    output: PathBuf,
+    #[command(flatten)]
+    origin: OriginArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct ConvertArgs {
+    /// fdata profile.
+    input: PathBuf,
+    /// The binary the profile is of: fills the build-id, binary name and address columns.
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    /// The shard to write.
+    #[arg(short = 'o', value_name = "SHARD")]
+    output: PathBuf,
+    /// Sampled event names to record (repeatable).
+    #[arg(long = "event")]
+    events: Vec<String>,
+    #[command(flatten)]
+    origin: OriginArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum EngineKind {
+    /// DataFusion in this process.
+    Embedded,
+    /// A Ballista cluster (`--scheduler`).
+    Ballista,
+}
+
+#[derive(clap::Args, Debug)]
+struct EngineArgs {
+    /// Where the plan runs.
+    #[arg(long, value_enum, default_value_t = EngineKind::Embedded)]
+    engine: EngineKind,
+    /// Ballista scheduler `HOST:PORT` (with `--engine ballista`).
+    #[arg(long, value_name = "HOST:PORT")]
+    scheduler: Option<String>,
+    /// DataFusion partitions (0 = one per core; embedded engine).
+    #[arg(long, default_value_t = 0)]
+    partitions: usize,
+}
+
+impl EngineArgs {
+    fn engine(&self) -> Result<Engine> {
+        Ok(match self.engine {
+            EngineKind::Embedded => Engine::Embedded {
+                partitions: self.partitions,
+            },
+            EngineKind::Ballista => Engine::Ballista {
+                scheduler: self
+                    .scheduler
+                    .clone()
+                    .context("--engine ballista needs --scheduler HOST:PORT")?,
+            },
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum MergeFormat {
+    Fdata,
+    Yaml,
+    Parquet,
+}
+
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    /// Shards, or directories (searched recursively for `*.parquet`).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// The merged profile (`-` = standard output, not for parquet).
+    #[arg(short = 'o', value_name = "OUT")]
+    output: PathBuf,
+    /// Format of OUT.
+    #[arg(long = "format", value_enum, default_value_t = MergeFormat::Fdata)]
+    format: MergeFormat,
+    /// The profiled binary (required for YAML).
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    /// Only shards of this build-id (required when the shards are of several builds).
+    #[arg(long = "build-id")]
+    build_id: Option<String>,
+    /// Only shards of this host (repeatable).
+    #[arg(long = "host")]
+    hosts: Vec<String>,
+    /// Only collections at or after TIME (Unix seconds or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Only collections before TIME (Unix seconds or RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum QueryFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(clap::Args, Debug)]
+struct QueryArgs {
+    /// SQL over the table `shards`.
+    sql: String,
+    /// Shards, or directories (searched recursively for `*.parquet`).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Output format (on standard output).
+    #[arg(long = "format", value_enum, default_value_t = QueryFormat::Table)]
+    format: QueryFormat,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct SchedulerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = 50050)]
+    port: u16,
+}
+
+#[derive(clap::Args, Debug)]
+struct ExecutorArgs {
+    /// Address to listen on (and to advertise to the scheduler).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Arrow Flight port (shuffle data).
+    #[arg(long, default_value_t = 50051)]
+    port: u16,
+    /// gRPC port.
+    #[arg(long = "grpc-port", default_value_t = 50052)]
+    grpc_port: u16,
+    /// Scheduler `HOST:PORT`.
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    scheduler: String,
+    /// Concurrent tasks (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    vcores: usize,
+    /// Directory for shuffle files (default: a temporary directory).
+    #[arg(long = "work-dir")]
+    work_dir: Option<PathBuf>,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pcmap-fleet: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(32 * 1024 * 1024)
+        .build()
+        .context("starting the async runtime")
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Perf2bolt(a) => perf2bolt(a),
+        Cmd::Convert(a) => convert(a),
+        Cmd::Merge(a) => merge(a),
+        Cmd::Query(a) => query(a),
+        Cmd::Scheduler(a) => runtime()?.block_on(scheduler(a)),
+        Cmd::Executor(a) => runtime()?.block_on(executor(a)),
+    }
+}
+
+/// Parse Unix seconds or an RFC 3339 time into microseconds since the epoch.
+fn parse_time(s: &str) -> Result<i64> {
+    if let Ok(secs) = s.parse::<i64>() {
+        return secs
+            .checked_mul(1_000_000)
+            .with_context(|| format!("time {s} is out of range"));
+    }
+    let ns = datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(s)
+        .map_err(|e| anyhow::anyhow!("time {s:?}: {e}"))?;
+    Ok(ns / 1000)
+}
+
+fn origin(
+    a: &OriginArgs,
+    binary: Option<(&Binary<'_>, &Path)>,
+    events: Vec<String>,
+) -> Result<Origin> {
+    let host = match &a.host {
+        Some(h) => h.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+    };
+    let collected_at_us = match &a.collected_at {
+        Some(t) => parse_time(t)?,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0),
+    };
+    let build_id = match (&a.build_id, binary) {
+        (Some(id), _) => id.to_ascii_lowercase(),
+        (None, Some((b, _))) => b.build_id_hex().unwrap_or_default(),
+        (None, None) => String::new(),
+    };
+    Ok(Origin {
+        build_id,
+        binary: binary
+            .map(|(_, p)| p.display().to_string())
+            .unwrap_or_default(),
+        dso: a.dso.clone(),
+        host,
+        collected_at_us,
+        events,
+    })
+}
+
+/// Addresses of fdata locations: the function's address in `image` plus the offset (not in BAT
+/// mode, where offsets are in the input binary's layout).
+fn resolver<'i>(
+    image: &'i BoltFunctions<'_, '_>,
+    bolted: bool,
+) -> impl Fn(&fdata::Location<'_>) -> Option<u64> + 'i {
+    let mut by_name = std::collections::HashMap::new();
+    if !bolted {
+        for f in image.functions() {
+            by_name.entry(f.name().to_string()).or_insert(f.address);
+        }
+    }
+    move |l| {
+        if !l.kind.is_symbol() {
+            return None;
+        }
+        by_name
+            .get(l.unescaped_name().as_ref())
+            .map(|a| a.wrapping_add(l.offset))
+    }
+}
+
+fn write_shard(
+    path: &Path,
+    profile: &fdata::Profile<'_>,
+    origin: &Origin,
+    address: &dyn Fn(&fdata::Location<'_>) -> Option<u64>,
+) -> Result<u64> {
+    // The Parquet writer wants an owned, `Send` sink: encode in memory, then write atomically.
+    let mut buf = Vec::new();
+    let rows = shard::write(&mut buf, profile, origin, address)?;
+    output::write_atomic(path, |w| Ok(w.write_all(&buf)?))?;
+    Ok(rows)
+}
+
+fn open_binary(path: &Path) -> Result<MappedFile> {
+    MappedFile::open(path).with_context(|| format!("opening {}", path.display()))
+}
+
+fn bat_table(binary: &Binary<'_>, path: &Path) -> Result<Option<pcmap_bat::BatTable>> {
+    let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) else {
+        return Ok(None);
+    };
+    let data = binary
+        .section_data(section)
+        .with_context(|| format!("reading .note.bolt_bat of {}", path.display()))?;
+    Ok(Some(pcmap_bat::BatTable::parse(&data).with_context(
+        || format!("decoding .note.bolt_bat of {}", path.display()),
+    )?))
+}
+
+fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
+    let file = open_binary(&a.binary)?;
+    let binary =
+        Binary::parse(file.bytes()).with_context(|| format!("reading {}", a.binary.display()))?;
+    let image = BoltFunctions::discover(&binary)
+        .with_context(|| format!("reading {}", a.binary.display()))?;
+    let bat = bat_table(&binary, &a.binary)?;
+    let bolted = bat.is_some();
+    let prof = open_binary(&a.profile)?;
+    let parsed: PreAggregated = if a.pre_aggregated {
+        preagg::parse(prof.bytes(), &|_: u64| {}).map_err(|e| match e {
+            pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
+                "{}:{p} (pre-aggregated profile line {}, column {})",
+                a.profile.display(),
+                p.pos.line,
+                p.pos.column
+            ),
+            e => anyhow::Error::new(e).context(format!("reading {}", a.profile.display())),
+        })?
+    } else {
+        let desc =
+            pcmap_bbmap::profile::binary_desc(&binary, a.binary.as_os_str().as_encoded_bytes());
+        let opts = PerfOptions {
+            basic: a.basic_events,
+            pid: None,
+            ignore_build_id: a.ignore_build_id,
+            sample_ips: false,
+        };
+        preagg::read_perf_data(prof.bytes(), &desc, &opts)
+            .with_context(|| format!("reading {}", a.profile.display()))?
+            .0
+    };
+    let agg = Aggregator::new(&image);
+    let agg = match &bat {
+        Some(t) => agg.with_bat(t),
+        None => agg,
+    };
+    // perf2bolt's fdata writer, read back as records.
+    let mut text = Vec::new();
+    if a.basic_events {
+        let samples = agg.aggregate_samples(&parsed);
+        pcmap_perf2bolt::fdata::write_samples(&mut text, &image, &samples, &parsed.events, bolted)?;
+    } else {
+        let profile = agg.aggregate_traces(&parsed, &|_: u64| {});
+        pcmap_perf2bolt::fdata::write_branches(&mut text, &image, &profile, bolted)?;
+    }
+    let profile = fdata::parse(&text).context("reading back the aggregated profile")?;
+    let origin = origin(&a.origin, Some((&binary, &a.binary)), parsed.events.clone())?;
+    let rows = write_shard(&a.output, &profile, &origin, &resolver(&image, bolted))?;
+    println!(
+        "pcmap-fleet: wrote {rows} records to {}",
+        a.output.display()
+    );
+    Ok(())
+}
+
+fn convert(a: ConvertArgs) -> Result<()> {
+    let input = open_binary(&a.input)?;
+    let profile =
+        fdata::parse(input.bytes()).map_err(|e| anyhow::anyhow!("{}:{e}", a.input.display()))?;
+    let rows = match &a.binary {
+        Some(path) => {
+            let file = open_binary(path)?;
+            let binary = Binary::parse(file.bytes())
+                .with_context(|| format!("reading {}", path.display()))?;
+            let image = BoltFunctions::discover(&binary)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let origin = origin(&a.origin, Some((&binary, path)), a.events.clone())?;
+            write_shard(
+                &a.output,
+                &profile,
+                &origin,
+                &resolver(&image, profile.bolted_collection),
+            )?
+        }
+        None => {
+            let origin = origin(&a.origin, None, a.events.clone())?;
+            write_shard(&a.output, &profile, &origin, &|_| None)?
+        }
+    };
+    println!(
+        "pcmap-fleet: wrote {rows} records to {}",
+        a.output.display()
+    );
+    Ok(())
+}
+
+/// Shard paths: files as given, directories searched recursively for `*.parquet` (sorted).
+fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading directory {}", dir.display()))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()
+            .with_context(|| format!("reading directory {}", dir.display()))?;
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|e| e == "parquet") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            bail!("{}: no such file or directory", p.display());
+        }
+    }
+    if out.is_empty() {
+        bail!("no shards");
+    }
+    Ok(out)
+}
+
+fn merge(a: MergeArgs) -> Result<()> {
+    let engine = a.engine.engine()?;
+    let paths = expand(&a.inputs)?;
+    let filter = Filter {
+        build_id: a.build_id.as_ref().map(|s| s.to_ascii_lowercase()),
+        hosts: a.hosts.clone(),
+        since_us: a.since.as_deref().map(parse_time).transpose()?,
+        until_us: a.until.as_deref().map(parse_time).transpose()?,
+    };
+    if a.format == MergeFormat::Yaml && a.binary.is_none() {
+        bail!("YAML output needs --binary");
+    }
+    let merged = runtime()?.block_on(engine::merge(&engine, &paths, &filter))?;
+    match a.format {
+        MergeFormat::Fdata => {
+            output::write_atomic(&a.output, |w| Ok(fdata::write(w, &merged.profile)?))?;
+        }
+        MergeFormat::Parquet => {
+            let first = &merged.shards[0];
+            let origin = Origin {
+                build_id: first.build_id.clone(),
+                binary: a
+                    .binary
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                dso: None,
+                host: a.hosts.join(","),
+                collected_at_us: filter.until_us.unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_micros() as i64)
+                        .unwrap_or(0)
+                }),
+                events: merged.events.clone(),
+            };
+            write_shard(&a.output, &merged.profile, &origin, &|_| None)?;
+        }
+        MergeFormat::Yaml => {
+            let path = a.binary.as_ref().context("YAML output needs --binary")?;
+            let file = open_binary(path)?;
+            let binary = Binary::parse(file.bytes())
+                .with_context(|| format!("reading {}", path.display()))?;
+            let image = BoltFunctions::discover(&binary)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let bat = bat_table(&binary, path)?;
+            if merged.profile.is_no_lbr() {
+                bail!("YAML output of basic-sample (no_lbr) shards is not supported; use fdata");
+            }
+            let branches =
+                pcmap_fleet::yaml::branch_profile(&image, &merged.profile, bat.is_some())?;
+            let agg = Aggregator::new(&image).with_hashing();
+            let agg = match &bat {
+                Some(t) => agg.with_bat(t),
+                None => agg,
+            };
+            let y = pcmap_perf2bolt::yaml::branch_profile(
+                &agg,
+                &branches,
+                &path.display().to_string(),
+                &merged.events,
+            );
+            output::write_atomic(&a.output, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
+        }
+    }
+    eprintln!(
+        "pcmap-fleet: merged {} shards ({} records)",
+        merged.shards.len(),
+        merged.profile.lines.len()
+    );
+    Ok(())
+}
+
+fn query(a: QueryArgs) -> Result<()> {
+    use std::io::Write;
+    let engine = a.engine.engine()?;
+    let paths = expand(&a.inputs)?;
+    engine::inspect_all(&paths)?;
+    let batches = runtime()?.block_on(engine::query(&engine, &paths, &a.sql))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match a.format {
+        QueryFormat::Table => {
+            let table = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?;
+            writeln!(out, "{table}")?;
+        }
+        QueryFormat::Csv => {
+            let mut w = datafusion::arrow::csv::Writer::new(&mut out);
+            for b in &batches {
+                w.write(b)?;
+            }
+        }
+        QueryFormat::Json => {
+            let mut w = datafusion::arrow::json::ArrayWriter::new(&mut out);
+            for b in &batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+            drop(w);
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn scheduler(a: SchedulerArgs) -> Result<()> {
+    use ballista_scheduler::cluster::BallistaCluster;
+    use ballista_scheduler::config::SchedulerConfig;
+    let config = SchedulerConfig {
+        bind_host: a.bind.clone(),
+        bind_port: a.port,
+        external_host: a.bind.clone(),
+        ..SchedulerConfig::default()
+    };
+    let addr = format!("{}:{}", a.bind, a.port)
+        .parse()
+        .with_context(|| format!("bad address {}:{}", a.bind, a.port))?;
+    let cluster = BallistaCluster::new_from_config(&config).await?;
+    ballista_scheduler::scheduler_process::start_server(cluster, addr, Arc::new(config)).await?;
+    Ok(())
+}
+
+async fn executor(a: ExecutorArgs) -> Result<()> {
+    use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+    let (host, port) = a
+        .scheduler
+        .rsplit_once(':')
+        .with_context(|| format!("--scheduler {}: expected HOST:PORT", a.scheduler))?;
+    let config = ExecutorProcessConfig {
+        bind_host: a.bind.clone(),
+        external_host: Some(a.bind.clone()),
+        port: a.port,
+        grpc_port: a.grpc_port,
+        scheduler_host: host.to_string(),
+        scheduler_port: port
+            .parse()
+            .with_context(|| format!("--scheduler {}: bad port", a.scheduler))?,
+        vcores: if a.vcores == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            a.vcores
+        },
+        work_dir: a.work_dir.as_ref().map(|p| p.display().to_string()),
+        ..ExecutorProcessConfig::default()
+    };
+    start_executor_process(Arc::new(config)).await?;
+    Ok(())
+}
