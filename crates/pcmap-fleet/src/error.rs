@@ -64,9 +64,6 @@ pub enum Error {
     /// A merged profile the fdata merge rules reject.
     #[error(transparent)]
     Merge(#[from] pcmap_profile::merge::Error),
-    /// A function name of the merged profile that is not in the binary given for YAML output.
-    #[error("function `{0}` of the merged profile is not in the binary")]
-    UnknownFunction(String),
 }
 
 /// The crate's result type.

@@ -527,13 +527,22 @@ fn merge(a: MergeArgs) -> Result<()> {
             if merged.profile.is_no_lbr() {
                 bail!("YAML output of basic-sample (no_lbr) shards is not supported; use fdata");
             }
-            let branches =
-                pcmap_fleet::yaml::branch_profile(&image, &merged.profile, bat.is_some())?;
             let agg = Aggregator::new(&image).with_hashing();
             let agg = match &bat {
                 Some(t) => agg.with_bat(t),
                 None => agg,
             };
+            // The merged records back on the binary's functions: the one fdata reader of
+            // pcmap-perf2bolt (perf2bolt's record order).
+            let (branches, stats) = pcmap_perf2bolt::reread::from_fdata(&agg, &merged.profile)
+                .with_context(|| format!("the merged profile against {}", path.display()))?;
+            if stats.unknown_functions > 0 {
+                bail!(
+                    "{} records of the merged profile name functions {} does not have",
+                    stats.unknown_functions,
+                    path.display()
+                );
+            }
             let y = pcmap_perf2bolt::yaml::branch_profile(
                 &agg,
                 &branches,

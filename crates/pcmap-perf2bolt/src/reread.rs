@@ -56,19 +56,29 @@ fn bump(records: &mut FxHashMap<RecordKey, TraceCounts>, key: RecordKey, count: 
     e.mispreds = e.mispreds.saturating_add(mis);
 }
 
-fn finish(records: FxHashMap<RecordKey, TraceCounts>) -> BranchProfile {
+/// The records in perf2bolt's order within each function (source offset, then destination by
+/// name), as aggregation makes them.
+fn finish(agg: &Aggregator<'_, '_>, records: FxHashMap<RecordKey, TraceCounts>) -> BranchProfile {
     let mut records: Vec<(RecordKey, TraceCounts)> = records.into_iter().collect();
-    records.sort_unstable_by_key(|(k, _)| (k.func, k.external_entry, k.from, k.to));
+    let to_key = |l: Loc| match l {
+        Loc::Unknown => (0u8, 0u32, 0u64),
+        Loc::Func(f, o) => (1, agg.name_rank(f as usize), o),
+    };
+    records.sort_unstable_by_key(|(k, _)| (k.func, k.external_entry, k.from, to_key(k.to)));
     BranchProfile {
         records,
         ..BranchProfile::default()
     }
 }
 
-/// Every BOLT name of every function (`name`, `name/N`, `name/file/N`) -> function index.
+/// Every BOLT name of every function (`name`, `name/N`, `name/file/N`) -> function index; in BAT
+/// mode also the input binary's names perf2bolt writes (`boltedcollection`).
 fn names<'a>(agg: &Aggregator<'a, '_>) -> FxHashMap<&'a str, u32> {
     let mut m = FxHashMap::default();
     for (i, f) in agg.image().functions().iter().enumerate() {
+        if agg.is_bat() {
+            m.entry(f.profile_name(true)).or_insert(i as u32);
+        }
         for n in &f.names {
             m.entry(n.as_str()).or_insert(i as u32);
         }
@@ -76,7 +86,9 @@ fn names<'a>(agg: &Aggregator<'a, '_>) -> FxHashMap<&'a str, u32> {
     m
 }
 
-/// The records of an fdata profile (LBR mode) of the aggregator's binary.
+/// The records of an fdata profile (LBR mode) of the aggregator's binary. A
+/// `boltedcollection` profile (names of the input binary of a BOLT-optimized one) needs an
+/// aggregator in BAT mode ([`Aggregator::with_bat`]) over that BOLT-optimized binary.
 pub fn from_fdata(
     agg: &Aggregator<'_, '_>,
     profile: &pcmap_profile::fdata::Profile<'_>,
@@ -84,7 +96,7 @@ pub fn from_fdata(
     if profile.is_no_lbr() {
         return Err(RereadError::NoLbr);
     }
-    if profile.bolted_collection {
+    if profile.bolted_collection && !agg.is_bat() {
         return Err(RereadError::Bolted);
     }
     let by_name = names(agg);
@@ -121,7 +133,7 @@ pub fn from_fdata(
         };
         bump(&mut records, key, r.count, r.mispreds);
     }
-    Ok((finish(records), stats))
+    Ok((finish(agg, records), stats))
 }
 
 /// The records of a YAML profile (non-BAT) of the aggregator's binary. Functions whose block
@@ -224,7 +236,7 @@ pub fn from_yaml(
             bump(&mut records, key, exec - called, 0);
         }
     }
-    (finish(records), stats)
+    (finish(agg, records), stats)
 }
 
 /// Push the branch events that give `profile`'s records into `sink` (see the module
