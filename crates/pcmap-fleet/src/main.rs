@@ -385,7 +385,7 @@ fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
             ignore_build_id: a.ignore_build_id,
             sample_ips: false,
         };
-        preagg::read_perf_data(prof.bytes(), &desc, &opts)
+        preagg::read_perf_data(prof.bytes(), &desc, &opts, &|r| prof.release(r))
             .with_context(|| format!("reading {}", a.profile.display()))?
             .0
     };
