@@ -389,40 +389,51 @@ fn code_sections_without_symbols_match_perf2bolt() {
             ),
         )
         .unwrap();
-        let yaml_arg = dir.join("p2b.yaml");
-        let (expected, p2b_stdout) = support::perf2bolt(
-            &bin,
-            &prof,
-            &dir.join("p2b.fdata"),
-            &["-w", yaml_arg.to_str().unwrap()],
-        );
-        let ours_yaml = dir.join("pcmap.yaml");
-        let out = pcmap(
-            &bin,
-            &prof,
-            &dir.join("pcmap.fdata"),
-            &["-w", ours_yaml.to_str().unwrap()],
-        );
-        tk::assert_success("pcmap perf2bolt", &out);
-        let ours = std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap();
-        assert_eq!(ours, expected, "{tag}: fdata ({})", dir.display());
+        let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, tag);
         assert_eq!(
             expected.contains(".noplt/1"),
             tag == "relocs",
             "{tag}: perf2bolt's fdata:\n{expected}"
         );
-        assert_eq!(
-            std::fs::read_to_string(&ours_yaml).unwrap(),
-            std::fs::read_to_string(&yaml_arg).unwrap(),
-            "{tag}: YAML ({})",
-            dir.display()
-        );
-        assert_eq!(
-            support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
-            support::stat_lines(&p2b_stdout),
-            "{tag}"
-        );
     }
+}
+
+/// Run perf2bolt 22 and pcmap on `prof` (pre-aggregated) with `-w`, in `dir`, and assert that
+/// fdata, YAML and printed statistics are equal; returns perf2bolt's fdata.
+fn fdata_yaml_and_stats_match_perf2bolt(bin: &Path, prof: &Path, dir: &Path, tag: &str) -> String {
+    let yaml = dir.join("p2b.yaml");
+    let (expected, p2b_stdout) = support::perf2bolt(
+        bin,
+        prof,
+        &dir.join("p2b.fdata"),
+        &["-w", yaml.to_str().unwrap()],
+    );
+    let ours_yaml = dir.join("pcmap.yaml");
+    let out = pcmap(
+        bin,
+        prof,
+        &dir.join("pcmap.fdata"),
+        &["-w", ours_yaml.to_str().unwrap()],
+    );
+    tk::assert_success("pcmap perf2bolt", &out);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        expected,
+        "{tag}: fdata ({})",
+        dir.display()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ours_yaml).unwrap(),
+        std::fs::read_to_string(&yaml).unwrap(),
+        "{tag}: YAML ({})",
+        dir.display()
+    );
+    assert_eq!(
+        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+        support::stat_lines(&p2b_stdout),
+        "{tag}"
+    );
+    expected
 }
 
 /// Symbols inside functions: BOLT starts a block at each zero-sized symbol or local label after
@@ -456,40 +467,10 @@ fn labels_inside_functions_match_perf2bolt() {
         ),
     )
     .unwrap();
-    let yaml = dir.join("p2b.yaml");
-    let (expected, p2b_stdout) = support::perf2bolt(
-        &bin,
-        &prof,
-        &dir.join("p2b.fdata"),
-        &["-w", yaml.to_str().unwrap()],
-    );
-    let ours_yaml = dir.join("pcmap.yaml");
-    let out = pcmap(
-        &bin,
-        &prof,
-        &dir.join("pcmap.fdata"),
-        &["-w", ours_yaml.to_str().unwrap()],
-    );
-    tk::assert_success("pcmap perf2bolt", &out);
-    assert_eq!(
-        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
-        expected,
-        "fdata ({})",
-        dir.display()
-    );
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "labels");
     // The label fall-through is there (the check has teeth).
     assert!(
         expected.lines().count() >= 4,
         "perf2bolt's fdata:\n{expected}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&ours_yaml).unwrap(),
-        std::fs::read_to_string(&yaml).unwrap(),
-        "YAML ({})",
-        dir.display()
-    );
-    assert_eq!(
-        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
-        support::stat_lines(&p2b_stdout)
     );
 }

@@ -276,24 +276,7 @@ pub(super) fn walk_range(
     let mut at = range.start;
     let mut z = Decompressor::default();
     while at < range.end {
-        let hdr = Bytes { data, base: 0 };
-        if at + 8 > range.end {
-            return Err(err(at, ErrorKind::Truncated("record header")));
-        }
-        let kind = hdr.u32(at, "record header")?;
-        let size = hdr.u16(at + 6, "record header")? as usize;
-        if size < 8 {
-            return Err(err(
-                at + 6,
-                ErrorKind::Invalid {
-                    what: "record size",
-                    value: size as u64,
-                },
-            ));
-        }
-        if at + size > range.end {
-            return Err(err(at, ErrorKind::Truncated("record")));
-        }
+        let (kind, size) = record_header(data, at, range.end)?;
         let rec = &data[at..at + size];
         match kind {
             rt::COMPRESSED | rt::COMPRESSED2 => {
@@ -376,6 +359,29 @@ pub(super) fn walk_range(
     Ok(())
 }
 
+/// The type and size of the record at `at`, checked to be a whole record before `end`.
+fn record_header(data: &[u8], at: usize, end: usize) -> Result<(u32, usize), Error> {
+    let hdr = Bytes { data, base: 0 };
+    if at + 8 > end {
+        return Err(err(at, ErrorKind::Truncated("record header")));
+    }
+    let kind = hdr.u32(at, "record header")?;
+    let size = hdr.u16(at + 6, "record header")? as usize;
+    if size < 8 {
+        return Err(err(
+            at + 6,
+            ErrorKind::Invalid {
+                what: "record size",
+                value: size as u64,
+            },
+        ));
+    }
+    if at + size > end {
+        return Err(err(at, ErrorKind::Truncated("record")));
+    }
+    Ok((kind, size))
+}
+
 /// Cut the data section into about `parts` ranges of similar size that start and end at record
 /// boundaries, reading record headers only, and decoding on the way the records whose type is in
 /// `only` (for `f`); `done` gets each range once its headers have been read. `None` when the
@@ -396,23 +402,7 @@ pub(super) fn split(
     let mut at = range.start;
     let hdr = Bytes { data, base: 0 };
     while at < range.end {
-        if at + 8 > range.end {
-            return Err(err(at, ErrorKind::Truncated("record header")));
-        }
-        let kind = hdr.u32(at, "record header")?;
-        let size = hdr.u16(at + 6, "record header")? as usize;
-        if size < 8 {
-            return Err(err(
-                at + 6,
-                ErrorKind::Invalid {
-                    what: "record size",
-                    value: size as u64,
-                },
-            ));
-        }
-        if at + size > range.end {
-            return Err(err(at, ErrorKind::Truncated("record")));
-        }
+        let (kind, size) = record_header(data, at, range.end)?;
         let mut next = at + size;
         match kind {
             rt::COMPRESSED | rt::COMPRESSED2 => return Ok(None),
