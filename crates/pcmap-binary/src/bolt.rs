@@ -149,7 +149,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             })
             .collect();
         syms.sort_by_key(|s| (s.address, s.index));
-        for s in syms {
+        for &s in &syms {
             let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
             let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
             if !(is_func || is_label) || !in_code(s.address) {
@@ -251,7 +251,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
             .collect();
-        let label_entries = label_entry_points(binary, &functions);
+        let label_entries = label_entry_points(binary, &syms, &functions);
         Ok(Self {
             binary,
             functions,
@@ -387,18 +387,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
 /// one "valid in scope" (in the function's section, and either zero-sized inside the function or
 /// an untyped local symbol) is an entry point, except assembler-private `.L` labels; the walk
 /// stops at the first symbol that is not valid. Addresses, sorted.
-fn label_entry_points(binary: &Binary<'_>, functions: &[BoltFunction]) -> Vec<u64> {
-    let mut syms: Vec<&crate::Symbol<'_>> = binary
-        .symbols()
-        .iter()
-        .filter(|s| {
-            !s.name.is_empty()
-                && !s.is_undefined
-                && !s.is_absolute
-                && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
-        })
-        .collect();
-    syms.sort_by_key(|s| (s.address, s.index));
+/// `syms`: the named, defined symbols other than section and file symbols, in address order (as
+/// function discovery walks them).
+fn label_entry_points(
+    binary: &Binary<'_>,
+    syms: &[&crate::Symbol<'_>],
+    functions: &[BoltFunction],
+) -> Vec<u64> {
     let mut out = Vec::new();
     for (i, f) in functions.iter().enumerate() {
         if f.kind != FunctionKind::Regular || f.size == 0 {
@@ -412,6 +407,9 @@ fn label_entry_points(binary: &Binary<'_>, functions: &[BoltFunction]) -> Vec<u6
         for s in &syms[first..] {
             if s.address >= next {
                 break;
+            }
+            if s.is_absolute {
+                continue;
             }
             let in_section = s.address >= section.address
                 && s.address - section.address < section.size

@@ -418,12 +418,33 @@ pub fn binary_mappings(
     file: &PerfFile<'_>,
     bin: &BinaryDesc<'_>,
 ) -> Result<Vec<Mapping>, perfdata::Error> {
-    let mut tasks = Vec::new();
-    file.for_each_record(|r| {
-        tasks.extend(TaskRecord::of(r));
-        true
-    })?;
+    let (tasks, _) = task_records(file, 1, &|_| {})?;
     Ok(mappings_from(file, bin, &tasks))
+}
+
+/// The task records of the file ([`TaskRecord`]), in file order, from one pass over the record
+/// headers that also cuts the data section into about `parts` pieces ([`PerfFile::split`]; `done`
+/// gets each piece). A file with compressed records is read in full instead (pieces `None`).
+fn task_records(
+    file: &PerfFile<'_>,
+    parts: usize,
+    done: &dyn Fn(std::ops::Range<usize>),
+) -> Result<(Vec<TaskRecord>, Option<Pieces>), perfdata::Error> {
+    let mut tasks = Vec::new();
+    let pieces = file.split(
+        parts,
+        &TASK_RECORD_TYPES,
+        |r| tasks.extend(TaskRecord::of(r)),
+        done,
+    )?;
+    if pieces.is_none() {
+        tasks.clear();
+        file.for_each_record(|r| {
+            tasks.extend(TaskRecord::of(r));
+            true
+        })?;
+    }
+    Ok((tasks, pieces))
 }
 
 /// The record types [`TaskRecord::of`] keeps.
@@ -710,20 +731,7 @@ impl<'f, 'data> SampleReader<'f, 'data> {
                 return Err(PerfError::BuildIdMismatch);
             }
         }
-        let mut tasks = Vec::new();
-        let pieces = file.split(
-            parts,
-            &TASK_RECORD_TYPES,
-            |r| tasks.extend(TaskRecord::of(r)),
-            done,
-        )?;
-        if pieces.is_none() {
-            tasks.clear();
-            file.for_each_record(|r| {
-                tasks.extend(TaskRecord::of(r));
-                true
-            })?;
-        }
+        let (tasks, pieces) = task_records(file, parts, done)?;
         let mut maps = mappings_from(file, bin, &tasks);
         if maps.is_empty() {
             return Err(PerfError::NotMapped {
