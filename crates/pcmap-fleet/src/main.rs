@@ -6,6 +6,9 @@
 #[allow(dead_code)]
 mod output;
 
+#[path = "../../pcmap/src/input_paths.rs"]
+mod input_paths;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -446,36 +449,11 @@ fn convert(a: ConvertArgs) -> Result<()> {
 
 /// Shard paths: files as given, directories searched recursively for `*.parquet` (sorted).
 fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .with_context(|| format!("reading directory {}", dir.display()))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<std::io::Result<_>>()
-            .with_context(|| format!("reading directory {}", dir.display()))?;
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(&p, out)?;
-            } else if p.extension().is_some_and(|e| e == "parquet") {
-                out.push(p);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    for p in inputs {
-        if p.is_dir() {
-            walk(p, &mut out)?;
-        } else if p.is_file() {
-            out.push(p.clone());
-        } else {
-            bail!("{}: no such file or directory", p.display());
-        }
-    }
-    if out.is_empty() {
-        bail!("no shards");
-    }
-    Ok(out)
+    input_paths::expand(
+        inputs,
+        &|p| p.extension().is_some_and(|e| e == "parquet"),
+        "no shards",
+    )
 }
 
 fn merge(a: MergeArgs) -> Result<()> {

@@ -5,6 +5,7 @@
 //! any other failure, 2 usage errors (clap's own exit code).
 
 mod cmd;
+mod input_paths;
 mod inputs;
 mod output;
 mod progress;

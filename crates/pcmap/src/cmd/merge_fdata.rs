@@ -43,39 +43,6 @@ enum PrintKind {
     Branches,
 }
 
-fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .with_context(|| format!("reading directory {}", dir.display()))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<std::io::Result<_>>()
-            .with_context(|| format!("reading directory {}", dir.display()))?;
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(&p, out)?;
-            } else if p.is_file() {
-                out.push(p);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    for p in inputs {
-        if p.is_dir() {
-            walk(p, &mut out)?;
-        } else if p.is_file() {
-            out.push(p.clone());
-        } else {
-            bail!("{}: no such file or directory", p.display());
-        }
-    }
-    if out.is_empty() {
-        bail!("no input files");
-    }
-    Ok(out)
-}
-
 fn map(path: &Path) -> Result<MappedFile> {
     MappedFile::open(path).with_context(|| format!("opening {}", path.display()))
 }
@@ -99,7 +66,7 @@ fn detect(data: &[u8]) -> Format {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let inputs = expand(&args.inputs)?;
+    let inputs = crate::input_paths::expand(&args.inputs, &|p| p.is_file(), "no input files")?;
     let maps: Vec<MappedFile> = inputs.iter().map(|p| map(p)).collect::<Result<_>>()?;
     let format = match args.format {
         Format::Auto => detect(&maps[0]),
