@@ -211,6 +211,7 @@ pub fn inline_dwarf(data: &[u8]) {
             names: FunctionNameKind::Short,
             gnu: true,
             basenames: true,
+            demangle: true,
         };
         let style = TextStyle {
             verbose: true,

@@ -64,6 +64,9 @@ pub struct Options {
     pub gnu: bool,
     /// File names without their directories (`--basenames`).
     pub basenames: bool,
+    /// Function names in source form (`--demangle`, llvm-symbolizer's default), demangled by
+    /// `pcmap_demangle` as llvm-symbolizer demangles them.
+    pub demangle: bool,
 }
 
 /// One entry of the symbol table as llvm-symbolizer keeps it: function, object and untyped
@@ -359,6 +362,15 @@ impl<'d> Symbolizer<'d> {
         } else {
             self.frames_with(address, options.inlines, options.names)?
         };
+        if options.demangle {
+            for f in &mut frames {
+                if let Some(name) = &mut f.function
+                    && let std::borrow::Cow::Owned(d) = pcmap_demangle::demangle(name)
+                {
+                    *name = d;
+                }
+            }
+        }
         if options.basenames {
             let base = |p: &mut Option<String>| {
                 if let Some(p) = p

@@ -184,6 +184,49 @@ pub fn build_with(compiler: &str, name: &str, sources: &[&str], flags: &[&str]) 
     out
 }
 
+/// libFuzzer's C++ sources (real C++ with exceptions, about 7,800 lines) from the `libfuzzer-sys`
+/// crate `fuzz/Cargo.lock` pins (in cargo's registry once `cargo fetch --manifest-path
+/// fuzz/Cargo.toml` ran), without the files for other systems.
+pub fn libfuzzer_sources() -> Vec<PathBuf> {
+    let lock = std::fs::read_to_string(workspace_root().join("fuzz/Cargo.lock"))
+        .expect("read fuzz/Cargo.lock");
+    let version = lock
+        .split("[[package]]")
+        .find(|p| p.contains("name = \"libfuzzer-sys\""))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+        .map(|v| v.trim_end_matches('"').to_string())
+        .expect("libfuzzer-sys in fuzz/Cargo.lock");
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
+    let registry = home.join("registry/src");
+    let dir = std::fs::read_dir(&registry)
+        .unwrap_or_else(|e| panic!("{}: {e}", registry.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path().join(format!("libfuzzer-sys-{version}/libfuzzer")))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| {
+            panic!(
+                "libfuzzer-sys {version} is not in {}: run `cargo fetch --manifest-path fuzz/Cargo.toml`",
+                registry.display()
+            )
+        });
+    let mut srcs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.ends_with(".cpp")
+                && !["Windows", "Darwin", "Fuchsia"]
+                    .iter()
+                    .any(|os| name.contains(os))
+        })
+        .collect();
+    srcs.sort();
+    srcs
+}
+
 /// [`build_with`] using `clang-22` (C) or `clang++-22` (when any source ends in `.cc`/`.cpp`).
 pub fn build(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let cxx = sources

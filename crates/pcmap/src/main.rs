@@ -10,11 +10,11 @@ mod inputs;
 mod output;
 mod progress;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Subcommand};
 
 /// Map machine addresses back to program structure: functions, basic blocks, inlined calls,
 /// BOLT input addresses and hot paths.
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(name = "pcmap", version, about, long_about = None, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
@@ -39,11 +39,19 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse_from(cmd::heatmap::normalize_llvm_options(
-        cmd::symbolize::normalize_llvm_options(cmd::perf2bolt::normalize_llvm_options(
-            std::env::args_os().collect(),
-        )),
+    let args = cmd::heatmap::normalize_llvm_options(cmd::symbolize::normalize_llvm_options(
+        cmd::perf2bolt::normalize_llvm_options(std::env::args_os().collect()),
     ));
+    // `--version` also names the demangler this build links (LLVM's, or the cpp_demangle fallback).
+    let long_version = format!(
+        "{}\ndemangler: {}",
+        env!("CARGO_PKG_VERSION"),
+        pcmap_demangle::engine()
+    );
+    let matches = Cli::command()
+        .long_version(&*Box::leak(long_version.into_boxed_str()))
+        .get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Info(args) => cmd::info::run(args),
         Command::Bat(args) => cmd::bat::run(args),

@@ -26,51 +26,8 @@ const NO_PIE: &[&str] = &[
 ];
 const PIE: &[&str] = &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"];
 
-/// libFuzzer's sources from the `libfuzzer-sys` crate `fuzz/Cargo.lock` pins (in cargo's
-/// registry once `cargo fetch --manifest-path fuzz/Cargo.toml` ran), without the files for
-/// other systems.
-fn libfuzzer_sources() -> Vec<PathBuf> {
-    let lock = std::fs::read_to_string(tk::workspace_root().join("fuzz/Cargo.lock"))
-        .expect("read fuzz/Cargo.lock");
-    let version = lock
-        .split("[[package]]")
-        .find(|p| p.contains("name = \"libfuzzer-sys\""))
-        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
-        .map(|v| v.trim_end_matches('"').to_string())
-        .expect("libfuzzer-sys in fuzz/Cargo.lock");
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
-    let registry = home.join("registry/src");
-    let dir = std::fs::read_dir(&registry)
-        .unwrap_or_else(|e| panic!("{}: {e}", registry.display()))
-        .filter_map(Result::ok)
-        .map(|e| e.path().join(format!("libfuzzer-sys-{version}/libfuzzer")))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| {
-            panic!(
-                "libfuzzer-sys {version} is not in {}: run `cargo fetch --manifest-path fuzz/Cargo.toml`",
-                registry.display()
-            )
-        });
-    let mut srcs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.ends_with(".cpp")
-                && !["Windows", "Darwin", "Fuchsia"]
-                    .iter()
-                    .any(|os| name.contains(os))
-        })
-        .collect();
-    srcs.sort();
-    srcs
-}
-
 fn libfuzzer(name: &str, flags: &[&str]) -> PathBuf {
-    let srcs = libfuzzer_sources();
+    let srcs = tk::libfuzzer_sources();
     let mut all: Vec<String> = srcs.iter().map(|p| p.display().to_string()).collect();
     all.push("perf2bolt/eh_fuzz_driver.cpp".into());
     let refs: Vec<&str> = all.iter().map(String::as_str).collect();

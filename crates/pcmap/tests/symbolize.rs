@@ -3,14 +3,15 @@
 //! inline frames, for every third address from 0 to past the end of the image of
 //! `fixtures/src/inline` built with clang-22 and gcc (addresses in functions, between them, in
 //! data and past everything: unnamed, line-less and unknown answers included); standard-input mode
-//! through a pipe, answering each line before the next is written.
+//! through a pipe, answering each line before the next is written. C++ names are demangled as
+//! llvm-symbolizer demangles them (libFuzzer built with clang++ and g++).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use pcmap_testkit::{build_with, run, run_ok, scratch_dir, tool};
+use pcmap_testkit::{build_with, libfuzzer_sources, run, run_ok, scratch_dir, tool};
 use serde_json::Value;
 
 fn fixtures() -> Vec<(&'static str, PathBuf)> {
@@ -52,6 +53,22 @@ fn addresses(bin: &Path) -> Vec<String> {
         .step_by(3)
         .map(|a| format!("{a:#x}"))
         .collect()
+}
+
+/// Address and size of `.text`, from llvm-readelf.
+fn text_section(bin: &Path) -> (u64, u64) {
+    let sections = run_ok(Command::new(tool("llvm-readelf")).arg("-SW").arg(bin));
+    sections
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let i = f.iter().position(|x| *x == ".text")?;
+            Some((
+                u64::from_str_radix(f.get(i + 2)?, 16).ok()?,
+                u64::from_str_radix(f.get(i + 4)?, 16).ok()?,
+            ))
+        })
+        .expect(".text in llvm-readelf -S")
 }
 
 /// A finished command with what a failure report needs.
@@ -349,23 +366,12 @@ fn stdin_answers_line_by_line() {
 
 /// A large Rust binary (pcmap itself, unoptimized, with DWARF): generic code inlined across
 /// units (`DW_FORM_ref_addr` origins), thousands of units. Names compared as stored
-/// (`--no-demangle`: pcmap does not demangle).
+/// (`--no-demangle`) and demangled (Rust's legacy mangling, through LLVM's demangler).
 #[test]
 fn rust_binary_equals_llvm_symbolizer() {
     let bin = Path::new(env!("CARGO_BIN_EXE_pcmap"));
     let b = bin.to_str().unwrap();
-    let sections = run_ok(Command::new(tool("llvm-readelf")).arg("-SW").arg(bin));
-    let (start, size) = sections
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let i = f.iter().position(|x| *x == ".text")?;
-            Some((
-                u64::from_str_radix(f.get(i + 2)?, 16).ok()?,
-                u64::from_str_radix(f.get(i + 4)?, 16).ok()?,
-            ))
-        })
-        .expect(".text in llvm-readelf -S");
+    let (start, size) = text_section(bin);
     // A fixed pseudo-random sample of .text (a linear congruential sequence).
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let addrs: Vec<String> = (0..1500)
@@ -379,15 +385,19 @@ fn rust_binary_equals_llvm_symbolizer() {
     let list = scratch_dir("symbolize-rust").join("addrs");
     std::fs::write(&list, addrs.join("\n") + "\n").unwrap();
     let obj = format!("--obj={b}");
-    for inline in ["--inlining", "--no-inlines"] {
-        let args = [obj.as_str(), inline, "--no-demangle", "--output-style=JSON"];
+    for (inline, names) in [
+        ("--inlining", "--no-demangle"),
+        ("--no-inlines", "--no-demangle"),
+        ("--inlining", "--demangle"),
+    ] {
+        let args = [obj.as_str(), inline, names, "--output-style=JSON"];
         let (t, o) = (llvm(&args, Some(&list)), pcmap(&args, Some(&list)));
         let (tj, oj) = (json_lines(&t), json_lines(&o));
         assert_eq!(oj.len(), tj.len(), "{}\n{}", o.describe(), t.describe());
         for ((x, y), a) in oj.iter().zip(&tj).zip(&addrs) {
             assert_eq!(x, y, "{a}\n{}\n{}", o.describe(), t.describe());
         }
-        let args = [obj.as_str(), inline, "--no-demangle"];
+        let args = [obj.as_str(), inline, names];
         let (t, o) = (llvm(&args, Some(&list)), pcmap(&args, Some(&list)));
         assert!(
             t.stdout() == o.stdout(),
@@ -396,8 +406,95 @@ fn rust_binary_equals_llvm_symbolizer() {
             t.describe()
         );
         eprintln!(
-            "pcmap (Rust) {inline}: {} addresses equal to llvm-symbolizer",
+            "pcmap (Rust) {inline} {names}: {} addresses equal to llvm-symbolizer",
             addrs.len()
         );
+    }
+}
+
+/// libFuzzer (real C++: templates, the standard library, lambdas, exceptions) built with clang++
+/// 22 and g++ at -O2 with DWARF: llvm-symbolizer's default answers (demangled names, inline
+/// frames) and `--no-inlines`, as JSON and as LLVM text, for 2,000 addresses spread over the
+/// whole image (inside functions, between them, in data, past the end).
+#[test]
+fn cxx_names_are_demangled_as_llvm_symbolizer_does() {
+    let mut srcs: Vec<String> = libfuzzer_sources()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    srcs.push("perf2bolt/eh_fuzz_driver.cpp".into());
+    let srcs: Vec<&str> = srcs.iter().map(String::as_str).collect();
+    let flags = ["-O2", "-g", "-pthread"];
+    for (compiler, bin) in [
+        (
+            "clang++",
+            build_with("clang++", "symbolize-libfuzzer-clang", &srcs, &flags),
+        ),
+        (
+            "g++",
+            build_with("g++", "symbolize-libfuzzer-gcc", &srcs, &flags),
+        ),
+    ] {
+        // From a page below .text (read-only data) to past the end of the image. Not lower:
+        // there llvm-symbolizer 22 answers with the line rows of C++ inline functions the
+        // linker discarded (their sequences are tombstoned at address 0, so they overlay the ELF
+        // header and the dynamic tables); pcmap, like addr2line, leaves discarded code out.
+        let low = text_section(&bin).0.saturating_sub(0x1000);
+        let end = addresses(&bin).len() as u64 * 3;
+        // A fixed pseudo-random sample (a linear congruential sequence).
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let addrs: Vec<String> = (0..2000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                format!("{:#x}", low + (x >> 16) % (end - low))
+            })
+            .collect();
+        let list = scratch_dir(&format!("symbolize-cxx-{compiler}")).join("addrs");
+        std::fs::write(&list, addrs.join("\n") + "\n").unwrap();
+        let obj = format!("--obj={}", bin.display());
+        for inline in ["--inlining", "--no-inlines"] {
+            for demangle in [None, Some("-C")] {
+                let mut args = vec![obj.as_str(), inline, "--output-style=JSON"];
+                args.extend(demangle);
+                let (t, o) = (llvm(&args, Some(&list)), pcmap(&args, Some(&list)));
+                let (tj, oj) = (json_lines(&t), json_lines(&o));
+                assert_eq!(oj.len(), tj.len(), "{}\n{}", o.describe(), t.describe());
+                let (mut demangled, mut unnamed) = (0, 0);
+                for ((x, y), a) in oj.iter().zip(&tj).zip(&addrs) {
+                    assert_eq!(
+                        x,
+                        y,
+                        "{compiler} {inline} {a}: ours vs llvm-symbolizer\n{}\n{}",
+                        o.describe(),
+                        t.describe()
+                    );
+                    for f in y["Symbol"].as_array().unwrap() {
+                        let name = f["FunctionName"].as_str().unwrap_or_default();
+                        demangled += name.contains("::") as usize;
+                        unnamed += name.is_empty() as usize;
+                    }
+                }
+                assert!(
+                    demangled >= 500 && unnamed > 0,
+                    "{compiler}: expected many demangled C++ names and some unnamed frames: \
+                     {demangled} demangled, {unnamed} unnamed"
+                );
+                eprintln!(
+                    "{compiler} JSON {inline} {demangle:?}: {} addresses equal to llvm-symbolizer \
+                     ({demangled} frames with a demangled C++ name, {unnamed} unnamed)",
+                    addrs.len()
+                );
+            }
+            let args = [obj.as_str(), inline];
+            let (t, o) = (llvm(&args, Some(&list)), pcmap(&args, Some(&list)));
+            assert!(
+                t.stdout() == o.stdout(),
+                "{compiler} {inline}: LLVM text differs\n{}\n{}",
+                o.describe(),
+                t.describe()
+            );
+        }
     }
 }

@@ -214,7 +214,17 @@ impl CodeLayers<'_> {
 
     fn frames(&self, a: u64) -> Result<Vec<Frame>> {
         Ok(match &self.symbolizer {
-            Some(s) => s.frames(a, true)?,
+            // llvm-symbolizer's default answer: every inline frame, linkage names demangled.
+            Some(s) => s.lookup(
+                a,
+                &pcmap_inline::symbolize::Options {
+                    inlines: true,
+                    names: pcmap_inline::symbolize::FunctionNameKind::Linkage,
+                    gnu: false,
+                    basenames: false,
+                    demangle: true,
+                },
+            )?,
             None => Vec::new(),
         })
     }

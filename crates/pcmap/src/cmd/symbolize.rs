@@ -53,10 +53,10 @@ pub struct Args {
     /// Output layout: LLVM (default), GNU or JSON (llvm-symbolizer's exact schema)
     #[arg(long, value_enum, ignore_case = true)]
     output_style: Option<Style>,
-    /// Accepted for compatibility; names are printed as stored (no demangling)
+    /// Demangle function names as llvm-symbolizer does (the default)
     #[arg(short = 'C', long, overrides_with = "no_demangle")]
     demangle: bool,
-    /// Accepted for compatibility (names are never demangled)
+    /// Print function names as stored (mangled)
     #[arg(long, overrides_with = "demangle")]
     no_demangle: bool,
     /// Accepted for compatibility: ELF addresses are already relative to the image
@@ -223,6 +223,7 @@ pub fn run(args: Args) -> Result<()> {
             names,
             gnu: style == Style::Gnu,
             basenames: args.basenames,
+            demangle: !args.no_demangle,
         },
         adjust_vma,
     };
