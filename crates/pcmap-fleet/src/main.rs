@@ -9,6 +9,16 @@ mod output;
 #[path = "../../pcmap/src/input_paths.rs"]
 mod input_paths;
 
+// The profile readers `pcmap perf2bolt` uses (perf.data, pre-aggregated, fdata, YAML), shared
+// as the atomic writer is, so a shard holds what pcmap's fdata would.
+#[path = "../../pcmap/src/inputs.rs"]
+#[allow(dead_code)]
+mod inputs;
+
+#[path = "../../pcmap/src/progress.rs"]
+#[allow(dead_code)]
+mod progress;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,7 +29,7 @@ use pcmap_binary::{Binary, MappedFile};
 use pcmap_fleet::engine::{self, Engine, Filter};
 use pcmap_fleet::shard::{self, Origin};
 use pcmap_perf2bolt::aggregate::Aggregator;
-use pcmap_perf2bolt::preagg::{self, PreAggregated};
+use pcmap_perf2bolt::preagg::PreAggregated;
 use pcmap_profile::events::PerfOptions;
 use pcmap_profile::fdata;
 
@@ -36,7 +46,7 @@ struct Cli {
 enum Cmd {
     /// Aggregate a profile against a binary like perf2bolt and write it as a shard.
     Perf2bolt(Perf2boltArgs),
-    /// Convert an fdata profile (perf2bolt's or merge-fdata's output) to a shard.
+    /// Convert an fdata, YAML or pre-aggregated profile to a shard.
     Convert(ConvertArgs),
     /// Merge shards with merge-fdata's rules into fdata, YAML or a shard.
     Merge(MergeArgs),
@@ -69,7 +79,8 @@ struct OriginArgs {
 struct Perf2boltArgs {
     /// The binary the profile was collected on.
     binary: PathBuf,
-    /// Profile: perf.data, or pre-aggregated text with --pa.
+    /// Profile: perf.data, BOLT fdata or YAML (recognised by content), or pre-aggregated text
+    /// with --pa.
     #[arg(short = 'p', long = "perfdata", value_name = "PROFILE")]
     profile: PathBuf,
     /// The profile is in perf2bolt's pre-aggregated format.
@@ -90,11 +101,15 @@ struct Perf2boltArgs {
 
 #[derive(clap::Args, Debug)]
 struct ConvertArgs {
-    /// fdata profile.
+    /// Profile: BOLT fdata (perf2bolt's or merge-fdata's output), BOLT YAML, or with --pa
+    /// pre-aggregated text (the last two need --binary).
     input: PathBuf,
     /// The binary the profile is of: fills the build-id, binary name and address columns.
     #[arg(long)]
     binary: Option<PathBuf>,
+    /// The input is in perf2bolt's pre-aggregated format.
+    #[arg(long = "pa")]
+    pre_aggregated: bool,
     /// The shard to write.
     #[arg(short = 'o', value_name = "SHARD")]
     output: PathBuf,
@@ -146,6 +161,8 @@ impl EngineArgs {
 enum MergeFormat {
     Fdata,
     Yaml,
+    /// perf2bolt's pre-aggregated text (`--pa` input): `B`/`S` records at the binary's addresses.
+    Preagg,
     Parquet,
 }
 
@@ -160,7 +177,7 @@ struct MergeArgs {
     /// Format of OUT.
     #[arg(long = "format", value_enum, default_value_t = MergeFormat::Fdata)]
     format: MergeFormat,
-    /// The profiled binary (required for YAML).
+    /// The profiled binary (required for YAML and pre-aggregated output).
     #[arg(long)]
     binary: Option<PathBuf>,
     /// Only shards of this build-id (required when the shards are of several builds).
@@ -348,50 +365,60 @@ fn open_binary(path: &Path) -> Result<MappedFile> {
     MappedFile::open(path).with_context(|| format!("opening {}", path.display()))
 }
 
-fn bat_table(binary: &Binary<'_>, path: &Path) -> Result<Option<pcmap_bat::BatTable>> {
-    let Some(section) = binary.section_by_name(pcmap_bat::SECTION_NAME) else {
-        return Ok(None);
+fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
+    let opts = PerfOptions {
+        basic: a.basic_events,
+        pid: None,
+        ignore_build_id: a.ignore_build_id,
+        sample_ips: false,
     };
-    let data = binary
-        .section_data(section)
-        .with_context(|| format!("reading .note.bolt_bat of {}", path.display()))?;
-    Ok(Some(pcmap_bat::BatTable::parse(&data).with_context(
-        || format!("decoding .note.bolt_bat of {}", path.display()),
-    )?))
+    aggregate_to_shard(
+        &a.binary,
+        &a.profile,
+        a.pre_aggregated,
+        &opts,
+        &a.origin,
+        &a.output,
+    )
 }
 
-fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
-    let file = open_binary(&a.binary)?;
-    let binary =
-        Binary::parse(file.bytes()).with_context(|| format!("reading {}", a.binary.display()))?;
+/// Read `profile_path` as `pcmap perf2bolt` reads it (perf.data, fdata and YAML by content,
+/// pre-aggregated text when `pre_aggregated`), aggregate it against the binary like perf2bolt
+/// (BAT-translated on a BOLTed binary) and write the records as a shard.
+fn aggregate_to_shard(
+    binary_path: &Path,
+    profile_path: &Path,
+    pre_aggregated: bool,
+    opts: &PerfOptions,
+    origin_args: &OriginArgs,
+    output: &Path,
+) -> Result<()> {
+    let file = open_binary(binary_path)?;
+    let binary = Binary::parse(file.bytes())
+        .with_context(|| format!("reading {}", binary_path.display()))?;
     let image = BoltFunctions::discover(&binary)
-        .with_context(|| format!("reading {}", a.binary.display()))?;
-    let bat = bat_table(&binary, &a.binary)?;
+        .with_context(|| format!("reading {}", binary_path.display()))?;
+    let bat = inputs::bat_table(&binary, binary_path)?;
     let bolted = bat.is_some();
-    let prof = open_binary(&a.profile)?;
-    let parsed: PreAggregated = if a.pre_aggregated {
-        preagg::parse(prof.bytes(), &|_: u64| {}).map_err(|e| match e {
-            pcmap_perf2bolt::Error::Preagg(p) => anyhow::anyhow!(
-                "{}:{p} (pre-aggregated profile line {}, column {})",
-                a.profile.display(),
-                p.pos.line,
-                p.pos.column
+    let kind_of = |path: &Path, data: &[u8]| -> Result<inputs::ProfileKind> {
+        match inputs::detect_profile(data) {
+            Some(kind) => Ok(kind),
+            None if pre_aggregated => Ok(inputs::ProfileKind::PreAggregated),
+            None => bail!(
+                "{}: not perf.data, fdata or YAML (add --pa for a pre-aggregated profile)",
+                path.display()
             ),
-            e => anyhow::Error::new(e).context(format!("reading {}", a.profile.display())),
-        })?
-    } else {
-        let desc =
-            pcmap_bbmap::profile::binary_desc(&binary, a.binary.as_os_str().as_encoded_bytes());
-        let opts = PerfOptions {
-            basic: a.basic_events,
-            pid: None,
-            ignore_build_id: a.ignore_build_id,
-            sample_ips: false,
-        };
-        preagg::read_perf_data(prof.bytes(), &desc, &opts, &|r| prof.release(r))
-            .with_context(|| format!("reading {}", a.profile.display()))?
-            .0
+        }
     };
+    let mut read = inputs::read_profiles(
+        &binary,
+        binary_path,
+        &[profile_path.to_path_buf()],
+        1,
+        opts,
+        &kind_of,
+    )?;
+    let parsed: PreAggregated = read.pop().map(|(p, _)| p).unwrap_or_default();
     let agg = Aggregator::new(&image);
     let agg = match &bat {
         Some(t) => agg.with_bat(t),
@@ -399,7 +426,7 @@ fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
     };
     // perf2bolt's fdata writer, read back as records.
     let mut text = Vec::new();
-    if a.basic_events {
+    if opts.basic {
         let samples = agg.aggregate_samples(&parsed);
         pcmap_perf2bolt::fdata::write_samples(&mut text, &image, &samples, &parsed.events, bolted)?;
     } else {
@@ -407,17 +434,42 @@ fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
         pcmap_perf2bolt::fdata::write_branches(&mut text, &image, &profile, bolted)?;
     }
     let profile = fdata::parse(&text).context("reading back the aggregated profile")?;
-    let origin = origin(&a.origin, Some((&binary, &a.binary)), parsed.events.clone())?;
-    let rows = write_shard(&a.output, &profile, &origin, &resolver(&image, bolted))?;
-    println!(
-        "pcmap-fleet: wrote {rows} records to {}",
-        a.output.display()
-    );
+    let origin = origin(
+        origin_args,
+        Some((&binary, binary_path)),
+        parsed.events.clone(),
+    )?;
+    let rows = write_shard(output, &profile, &origin, &resolver(&image, bolted))?;
+    println!("pcmap-fleet: wrote {rows} records to {}", output.display());
     Ok(())
 }
 
 fn convert(a: ConvertArgs) -> Result<()> {
     let input = open_binary(&a.input)?;
+    if inputs::detect_profile(input.bytes()) != Some(inputs::ProfileKind::Fdata) {
+        // YAML and pre-aggregated records need the binary's functions: aggregate them as
+        // `perf2bolt` does.
+        let Some(binary) = &a.binary else {
+            bail!(
+                "{}: converting a YAML or pre-aggregated profile needs --binary",
+                a.input.display()
+            );
+        };
+        let opts = PerfOptions {
+            basic: false,
+            pid: None,
+            ignore_build_id: false,
+            sample_ips: false,
+        };
+        return aggregate_to_shard(
+            binary,
+            &a.input,
+            a.pre_aggregated,
+            &opts,
+            &a.origin,
+            &a.output,
+        );
+    }
     let profile =
         fdata::parse(input.bytes()).map_err(|e| anyhow::anyhow!("{}:{e}", a.input.display()))?;
     let rows = match &a.binary {
@@ -465,8 +517,8 @@ fn merge(a: MergeArgs) -> Result<()> {
         since_us: a.since.as_deref().map(parse_time).transpose()?,
         until_us: a.until.as_deref().map(parse_time).transpose()?,
     };
-    if a.format == MergeFormat::Yaml && a.binary.is_none() {
-        bail!("YAML output needs --binary");
+    if matches!(a.format, MergeFormat::Yaml | MergeFormat::Preagg) && a.binary.is_none() {
+        bail!("{:?} output needs --binary", a.format);
     }
     let merged = runtime()?.block_on(engine::merge(&engine, &paths, &filter))?;
     match a.format {
@@ -494,6 +546,31 @@ fn merge(a: MergeArgs) -> Result<()> {
             };
             write_shard(&a.output, &merged.profile, &origin, &|_| None)?;
         }
+        MergeFormat::Preagg => {
+            let path = a
+                .binary
+                .as_ref()
+                .context("pre-aggregated output needs --binary")?;
+            let file = open_binary(path)?;
+            let binary = Binary::parse(file.bytes())
+                .with_context(|| format!("reading {}", path.display()))?;
+            let image = BoltFunctions::discover(&binary)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let agg = Aggregator::new(&image);
+            let (records, stats) = pcmap_perf2bolt::reread::to_preaggregated(&agg, &merged.profile)
+                .with_context(|| format!("the merged profile against {}", path.display()))?;
+            if stats.unknown_functions > 0 {
+                bail!(
+                    "{} records of the merged profile name functions {} does not have",
+                    stats.unknown_functions,
+                    path.display()
+                );
+            }
+            output::write_atomic(&a.output, |w| {
+                records.write(w)?;
+                Ok(())
+            })?;
+        }
         MergeFormat::Yaml => {
             let path = a.binary.as_ref().context("YAML output needs --binary")?;
             let file = open_binary(path)?;
@@ -501,7 +578,7 @@ fn merge(a: MergeArgs) -> Result<()> {
                 .with_context(|| format!("reading {}", path.display()))?;
             let image = BoltFunctions::discover(&binary)
                 .with_context(|| format!("reading {}", path.display()))?;
-            let bat = bat_table(&binary, path)?;
+            let bat = inputs::bat_table(&binary, path)?;
             if merged.profile.is_no_lbr() {
                 bail!("YAML output of basic-sample (no_lbr) shards is not supported; use fdata");
             }

@@ -1,7 +1,9 @@
 //! `pcmap-fleet` against the oracles: merging shards written from N pre-aggregated profiles gives
 //! the fdata of `merge-fdata` 22 over perf2bolt 22's N outputs and of perf2bolt 22 on the
 //! concatenated profile (plain and BOLTed binaries), and the YAML of perf2bolt 22 on the
-//! concatenated profile; DuckDB reads the shards and finds the same totals per function; bad
+//! concatenated profile; the merge written as pre-aggregated records gives merge-fdata's fdata
+//! again through perf2bolt 22; YAML and pre-aggregated profiles converted to shards merge back to
+//! perf2bolt 22's outputs; DuckDB reads the shards and finds the same totals per function; bad
 //! shards fail with the file named and leave no output.
 
 #[path = "../../pcmap-perf2bolt/tests/support/mod.rs"]
@@ -194,10 +196,99 @@ fn check_merge(f: &Fixture, tag: &str) {
         &f.dir.join("window.fdata"),
     );
     assert_eq!(window, single, "{tag}: --since/--until");
+    if f.merge_fdata.starts_with("boltedcollection") {
+        // Offsets of the input binary have no address in the BOLTed one: no pre-aggregated output.
+        let out = f.dir.join("bolted.pa");
+        let r = tk::run(fleet().arg("merge").arg(&f.shard_dir).args([
+            "--format".as_ref(),
+            "preagg".as_ref(),
+            "--binary".as_ref(),
+            f.bin.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]));
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            r.status.code() == Some(1) && stderr.contains("boltedcollection") && !out.exists(),
+            "{tag}: pre-aggregated output of a boltedcollection merge must be refused: {} {stderr}",
+            r.status
+        );
+    } else {
+        check_preagg_and_conversions(f, tag);
+    }
     eprintln!(
         "{tag}: {} shards, {} merged records equal to merge-fdata 22 and perf2bolt 22; YAML equal",
         f.shards.len(),
         ours.lines().count()
+    );
+}
+
+/// The merge as pre-aggregated records, converted by perf2bolt 22 (`--pa`), gives merge-fdata
+/// 22's fdata; perf2bolt 22's YAML converted to a shard and merged back is the same YAML; a
+/// pre-aggregated profile converted to a shard merges to perf2bolt 22's fdata of it.
+fn check_preagg_and_conversions(f: &Fixture, tag: &str) {
+    let pa = f.dir.join("merged.pa");
+    tk::run_ok(fleet().arg("merge").arg(&f.shard_dir).args([
+        "--format".as_ref(),
+        "preagg".as_ref(),
+        "--binary".as_ref(),
+        f.bin.as_os_str(),
+        "-o".as_ref(),
+        pa.as_os_str(),
+    ]));
+    let (again, _) = support::perf2bolt(&f.bin, &pa, &f.dir.join("merged-pa.fdata"), &[]);
+    assert_eq!(
+        lines(&again),
+        lines(&f.merge_fdata),
+        "{tag}: perf2bolt 22 --pa on the merged pre-aggregated records vs merge-fdata 22 ({})",
+        f.dir.display()
+    );
+
+    let yaml_shard = f.dir.join("from-yaml.parquet");
+    let concat_yaml = f.dir.join("concat.yaml");
+    tk::run_ok(
+        fleet()
+            .arg("convert")
+            .arg(&concat_yaml)
+            .arg("--binary")
+            .arg(&f.bin)
+            .arg("-o")
+            .arg(&yaml_shard),
+    );
+    let yaml = merge(
+        &[
+            yaml_shard.as_os_str(),
+            "--format".as_ref(),
+            "yaml".as_ref(),
+            "--binary".as_ref(),
+            f.bin.as_os_str(),
+        ],
+        &f.dir.join("from-yaml.yaml"),
+    );
+    assert_eq!(
+        yaml,
+        f.concat_yaml,
+        "{tag}: perf2bolt 22's YAML through a shard and back ({})",
+        f.dir.display()
+    );
+
+    let pa_shard = f.dir.join("from-pa.parquet");
+    tk::run_ok(
+        fleet()
+            .arg("convert")
+            .arg(f.dir.join("prof-0.pa"))
+            .args(["--pa", "--binary"])
+            .arg(&f.bin)
+            .arg("-o")
+            .arg(&pa_shard),
+    );
+    let fdata = merge(&[pa_shard.as_os_str()], &f.dir.join("from-pa.fdata"));
+    let p2b = std::fs::read_to_string(f.dir.join("p2b-0.fdata")).unwrap();
+    assert_eq!(
+        lines(&fdata),
+        lines(&p2b),
+        "{tag}: pre-aggregated profile converted to a shard vs perf2bolt 22 ({})",
+        f.dir.display()
     );
 }
 

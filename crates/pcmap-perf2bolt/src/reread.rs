@@ -136,6 +136,67 @@ pub fn from_fdata(
     Ok((finish(agg, records), stats))
 }
 
+/// An fdata profile of the aggregator's binary as pre-aggregated records (perf2bolt's `--pa`
+/// input) that perf2bolt turns back into the same fdata: each branch record becomes a `B`
+/// record between the addresses of its two locations (the function's address plus the offset; a
+/// location outside the binary's functions keeps the value the fdata gives it), since perf2bolt
+/// records a `B` branch at exactly the offsets it falls on; each basic-sample record (`no_lbr`)
+/// becomes an `S` record with the profile's event names. Records naming functions the binary
+/// does not have are counted in the statistics and left out. A `boltedcollection` profile has
+/// offsets of another binary (the input of BOLT) and is refused.
+pub fn to_preaggregated(
+    agg: &Aggregator<'_, '_>,
+    profile: &pcmap_profile::fdata::Profile<'_>,
+) -> Result<(crate::preagg::PreAggregated, RereadStats), RereadError> {
+    use crate::preagg::{BR_ONLY, PreAggregated, Trace};
+    if profile.bolted_collection {
+        return Err(RereadError::Bolted);
+    }
+    let by_name = names(agg);
+    let funcs = agg.image().functions();
+    let address = |l: &pcmap_profile::fdata::Location<'_>| -> Option<u64> {
+        if !l.kind.is_symbol() {
+            return Some(l.offset);
+        }
+        let &f = by_name.get(l.unescaped_name().as_ref())?;
+        Some(funcs[f as usize].address.wrapping_add(l.offset))
+    };
+    let mut stats = RereadStats::default();
+    let mut out = PreAggregated::default();
+    let mut traces: FxHashMap<Trace, TraceCounts> = FxHashMap::default();
+    for r in profile.branches() {
+        stats.records += 1;
+        let (Some(from), Some(to)) = (address(&r.from), address(&r.to)) else {
+            stats.unknown_functions += 1;
+            continue;
+        };
+        let t = Trace {
+            branch: from,
+            from: to,
+            to: BR_ONLY,
+        };
+        let e = traces.entry(t).or_default();
+        e.count = e.count.wrapping_add(r.count);
+        e.mispreds = e.mispreds.wrapping_add(r.mispreds);
+    }
+    for r in profile.samples() {
+        stats.records += 1;
+        let Some(at) = address(&r.at) else {
+            stats.unknown_functions += 1;
+            continue;
+        };
+        let e = out.samples.entry(at).or_default();
+        *e = e.wrapping_add(r.count);
+    }
+    if let Some(events) = &profile.no_lbr {
+        out.events = events.iter().map(|e| e.to_string()).collect();
+    }
+    out.traces = traces.into_iter().collect();
+    out.traces
+        .sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
+    Ok((out, stats))
+}
+
 /// The records of a YAML profile (non-BAT) of the aggregator's binary. Functions whose block
 /// count, or function hash (with an aggregator made [`Aggregator::with_hashing`]), differs from
 /// the binary's are stale and left out.
