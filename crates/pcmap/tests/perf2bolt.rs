@@ -474,3 +474,275 @@ fn labels_inside_functions_match_perf2bolt() {
         "perf2bolt's fdata:\n{expected}"
     );
 }
+
+/// The lines of BOLT's profile density report in a run's stdout and stderr: the
+/// `Functions with density >= X` line and its sparse/empty-profile warnings.
+fn density_lines(out: &std::process::Output) -> Vec<String> {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .filter(|l| {
+            l.contains("Functions with density >= ")
+                || l.starts_with("BOLT-WARNING: BOLT is estimated to optimize better")
+                || l.starts_with("BOLT-WARNING: the output profile is empty")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// perf2bolt 22 and `pcmap perf2bolt` on `bin` and `profile` with `extra` options: the density
+/// lines (stdout and stderr) are equal and present.
+fn density_matches_perf2bolt(bin: &Path, profile: &Path, dir: &Path, extra: &[&str]) {
+    let run = |exe: &mut Command, out: &str| {
+        tk::run(
+            exe.arg(bin)
+                .arg("-p")
+                .arg(profile)
+                .arg("-o")
+                .arg(dir.join(out))
+                .args(extra),
+        )
+    };
+    let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
+    tk::assert_success("perf2bolt", &theirs);
+    let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
+    tk::assert_success("pcmap perf2bolt", &ours);
+    let expected = density_lines(&theirs);
+    assert!(
+        expected.iter().any(|l| l.contains("density >=")),
+        "perf2bolt printed no density line: {}",
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    assert_eq!(
+        density_lines(&ours),
+        expected,
+        "{} on {} with {extra:?}",
+        bin.display(),
+        profile.display()
+    );
+}
+
+/// BOLT's profile density report (`Functions with density >= X account for Y% total sample
+/// counts.` and the sparse-profile warning) and its options (`--show-density`,
+/// `--profile-density-cutoff-hot`, `--profile-density-threshold`, in LLVM's spellings) give
+/// perf2bolt 22's lines for pre-aggregated branch and sample profiles and for perf.data with
+/// branch stacks, on plain and PIE builds.
+#[test]
+fn density_lines_match_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-density");
+    let options: [&[&str]; 5] = [
+        &[],
+        &["--show-density"],
+        &["-profile-density-cutoff-hot", "500000"],
+        &["--profile-density-cutoff-hot=-5", "-show-density=true"],
+        &[
+            "--profile-density-threshold=1000000",
+            "-profile-density-cutoff-hot=995000",
+        ],
+    ];
+    for (tag, bin) in [("p1", &p1), ("p4", &p4)] {
+        let funcs = support::disassemble(bin);
+        for (kind, basic) in [("branch", false), ("basic", true)] {
+            let prof = dir.join(format!("{tag}-{kind}.pa"));
+            std::fs::write(&prof, support::generate(&funcs, 2000, 41, basic)).unwrap();
+            for extra in options {
+                let mut args = vec!["--pa"];
+                if basic {
+                    args.push("--ba");
+                }
+                args.extend_from_slice(extra);
+                density_matches_perf2bolt(bin, &prof, &dir, &args);
+            }
+        }
+    }
+    // perf.data with branch stacks (the test writer's), plain and PIE.
+    let pie = tk::build(
+        "perf2bolt-p1-pie-density",
+        &["perf2bolt/p1.c"],
+        &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs"],
+    );
+    for (tag, built) in [("p1", &p1), ("pie", &pie)] {
+        let bin = dir.join(tag);
+        std::fs::copy(built, &bin).unwrap();
+        let data = dir.join(format!("{tag}.perf.data"));
+        std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 5)).unwrap();
+        for extra in options {
+            density_matches_perf2bolt(&bin, &data, &dir, extra);
+        }
+    }
+}
+
+/// `--profile-use-dfs` (LLVM spellings too): YAML blocks in BOLT's depth-first order, numbered
+/// in that order, function hashes over that order and `dfs-order: true`, byte for byte as
+/// perf2bolt 22 writes them, for branch and sample profiles (pre-aggregated and perf.data), on
+/// C, assembly (every conditional-jump form, canonical or not) and C++ with landing pads.
+#[test]
+fn dfs_order_yaml_matches_perf2bolt() {
+    let builds = [
+        tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS),
+        tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS),
+        tk::build(
+            "perf2bolt-eh",
+            &["perf2bolt/eh.cpp"],
+            &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+        ),
+    ];
+    let dir = tk::scratch_dir("cli-perf2bolt-dfs");
+    let spellings: [&[&str]; 2] = [&["--profile-use-dfs"], &["-profile-use-dfs=true"]];
+    let mut compared = 0;
+    for (n, bin) in builds.iter().enumerate() {
+        let funcs = support::disassemble(bin);
+        for (kind, basic) in [("branch", false), ("basic", true)] {
+            let prof = dir.join(format!("{n}-{kind}.pa"));
+            std::fs::write(&prof, support::generate(&funcs, 2000, 51, basic)).unwrap();
+            let mut args = vec!["--profile-format=yaml"];
+            if basic {
+                args.push("--ba");
+            }
+            args.extend_from_slice(spellings[n % 2]);
+            let (expected, _) = support::perf2bolt(bin, &prof, &dir.join("p2b.yaml"), &args);
+            let out = pcmap(bin, &prof, &dir.join("pcmap.yaml"), &args);
+            tk::assert_success("pcmap perf2bolt", &out);
+            assert!(expected.contains("dfs-order:       true"), "{expected}");
+            assert_eq!(
+                std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+                expected,
+                "{} {kind} ({})",
+                bin.display(),
+                dir.display()
+            );
+            compared += expected.matches("- bid:").count();
+        }
+    }
+    // perf.data with branch stacks.
+    let bin = dir.join("p1");
+    std::fs::copy(&builds[0], &bin).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 13)).unwrap();
+    support::run_both_on_perf_data(
+        PCMAP.as_ref(),
+        &bin,
+        &data,
+        &dir,
+        &["--profile-use-dfs"],
+        true,
+    );
+    let expected = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        expected
+    );
+    compared += expected.matches("- bid:").count();
+    assert!(compared > 50, "too few blocks compared: {compared}");
+}
+
+/// `--impute-trace-fall-through`: traces without a fall-through part get perf2bolt 22's
+/// imputed length; fdata, YAML and statistics equal perf2bolt's, and differ from the run
+/// without the option (the generated profiles have `B` records whose imputed fall-through
+/// crosses blocks).
+#[test]
+fn imputed_fall_throughs_match_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-impute");
+    let mut changed = false;
+    for (tag, bin) in [("p1", &p1), ("p4", &p4)] {
+        let funcs = support::disassemble(bin);
+        let prof = dir.join(format!("{tag}.pa"));
+        std::fs::write(&prof, support::generate(&funcs, 2000, 61, false)).unwrap();
+        for spelling in [
+            "--impute-trace-fall-through",
+            "-impute-trace-fall-through=1",
+        ] {
+            let p2b_yaml = dir.join("p2b.yaml");
+            let (expected, p2b_stdout) = support::perf2bolt(
+                bin,
+                &prof,
+                &dir.join("p2b.fdata"),
+                &[spelling, "-w", p2b_yaml.to_str().unwrap()],
+            );
+            let ours_yaml = dir.join("pcmap.yaml");
+            let out = pcmap(
+                bin,
+                &prof,
+                &dir.join("pcmap.fdata"),
+                &[spelling, "-w", ours_yaml.to_str().unwrap()],
+            );
+            tk::assert_success("pcmap perf2bolt", &out);
+            assert_eq!(
+                std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+                expected,
+                "{tag}: fdata ({})",
+                dir.display()
+            );
+            assert_eq!(
+                std::fs::read_to_string(&ours_yaml).unwrap(),
+                std::fs::read_to_string(&p2b_yaml).unwrap(),
+                "{tag}: YAML"
+            );
+            assert_eq!(
+                support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+                support::stat_lines(&p2b_stdout),
+                "{tag}"
+            );
+            let (plain, _) = support::perf2bolt(bin, &prof, &dir.join("plain.fdata"), &[]);
+            changed |= plain != expected;
+        }
+    }
+    assert!(
+        changed,
+        "imputation changed no fdata: the check has no teeth"
+    );
+}
+
+/// perf2bolt 22's options that change none of its outputs for conversion (`--aggregate-only`,
+/// on in perf2bolt; memory-profile switches; `--bolt-info`; `--ignore-interrupt-lbr`, on by
+/// default; `--show-density`, always on) are accepted in LLVM's spellings and give perf2bolt's
+/// fdata, YAML and statistics.
+#[test]
+fn no_op_options_are_accepted_like_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-no-op-options");
+    let funcs = support::disassemble(&p1);
+    let prof = dir.join("p1.pa");
+    std::fs::write(&prof, support::generate(&funcs, 1000, 71, false)).unwrap();
+    let extra = [
+        "--aggregate-only",
+        "-parse-mem-profile=false",
+        "--filter-mem-profile=0",
+        "-bolt-info",
+        "--ignore-interrupt-lbr=true",
+        "--show-density",
+        "-w",
+    ];
+    let with_yaml = |name: &str| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        v.push(dir.join(name).display().to_string());
+        v
+    };
+    let theirs = with_yaml("p2b.yaml");
+    let theirs: Vec<&str> = theirs.iter().map(String::as_str).collect();
+    let (expected, p2b_stdout) = support::perf2bolt(&p1, &prof, &dir.join("p2b.fdata"), &theirs);
+    let ours = with_yaml("pcmap.yaml");
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let out = pcmap(&p1, &prof, &dir.join("pcmap.fdata"), &ours);
+    tk::assert_success("pcmap perf2bolt", &out);
+    assert!(expected.lines().count() > 10, "{p2b_stdout}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        expected
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        std::fs::read_to_string(dir.join("p2b.yaml")).unwrap()
+    );
+    assert_eq!(
+        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+        support::stat_lines(&p2b_stdout)
+    );
+}
