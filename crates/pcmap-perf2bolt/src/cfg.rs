@@ -481,7 +481,9 @@ pub fn build_from(
             .map_or(&[], |k| tables[k].1.as_slice())
     };
     let size = func.size;
-    if !simple || insns.is_empty() {
+    // A function with a symbol in its middle (BOLT's "symbol seen in the middle of the
+    // function") is not simple.
+    if !simple || insns.is_empty() || image.has_symbol_inside(func.address) {
         return Cfg {
             simple: false,
             insns,

@@ -746,3 +746,102 @@ fn no_op_options_are_accepted_like_perf2bolt() {
         support::stat_lines(&p2b_stdout)
     );
 }
+
+/// A function with a sized data object in its middle (`f_table` in `f`): BOLT's
+/// `adjustFunctionBoundaries` sees a symbol before the function's end that may not be inside it,
+/// prints "symbol seen in the middle of the function" and makes the function non-simple: its
+/// branches are recorded, its fall-throughs count as mismatching, it is counted among the
+/// functions that could not be optimized, and its YAML entry has no blocks and hash 0. fdata,
+/// YAML, statistics, density lines and the error line equal perf2bolt 22's.
+#[test]
+fn functions_with_a_symbol_inside_match_perf2bolt() {
+    let bin = tk::build("perf2bolt-ignored", &["perf2bolt/ignored.s"], FLAGS);
+    let nm = tk::run_ok(Command::new(tk::tool("llvm-nm")).arg(&bin));
+    let sym = |name: &str| -> u64 {
+        nm.lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == name).then(|| tk::hex(f[0]))
+            })
+            .unwrap_or_else(|| panic!("{name} in llvm-nm output:\n{nm}"))
+    };
+    let (main_loop, f, f_loop, f_end, g, g_loop) = (
+        sym("main_loop"),
+        sym("f"),
+        sym("f_loop"),
+        sym("f_end"),
+        sym("g"),
+        sym("g_loop"),
+    );
+    // Instruction lengths of the fixture: main_loop: call (5), subl (3), jne (2), call g (5),
+    // ret; f: movl (5); f_loop: addl (3), subl (3), jne (2), jmp (2); g: movl (5); g_loop: addl
+    // (3), subl (3), jne (2), ret.
+    let main_jne = main_loop + 8;
+    let f_jne = f_loop + 6;
+    let g_jne = g_loop + 6;
+    let lines = [
+        format!("T {main_jne:x} {main_loop:x} {main_jne:x} 9"),
+        format!("T {main_loop:x} {f:x} {f_jne:x} 10"),
+        format!("T {f_jne:x} {f_loop:x} {f_jne:x} 40"),
+        format!("T {:x} {f_end:x} {f_end:x} 10", f_jne + 2),
+        format!("R {f_end:x} {:x} {main_jne:x} 10", main_loop + 5),
+        format!("T {:x} {g:x} {g_jne:x} 1", main_jne + 2),
+        format!("T {g_jne:x} {g_loop:x} {g_jne:x} 2"),
+        format!("R {:x} {:x} {:x} 1", g_jne + 2, main_jne + 7, main_jne + 7),
+        format!("B {f_jne:x} {f_loop:x} 3 1"),
+    ];
+    let dir = tk::scratch_dir("cli-perf2bolt-ignored");
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, lines.join("\n") + "\n").unwrap();
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "ignored");
+    // f's branch is recorded, its fall-throughs are not (the check has teeth).
+    assert!(
+        expected.lines().any(|l| l.starts_with("1 f ")),
+        "perf2bolt's fdata:\n{expected}"
+    );
+    // The printed error and density lines too.
+    let run = |exe: &mut Command, out: &str| {
+        tk::run(
+            exe.arg(&bin)
+                .args(["--pa", "-p"])
+                .arg(&prof)
+                .arg("-o")
+                .arg(dir.join(out)),
+        )
+    };
+    let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
+    let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
+    tk::assert_success("pcmap perf2bolt", &ours);
+    let errors = |o: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter(|l| l.starts_with("BOLT-ERROR"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(errors(&ours), errors(&theirs));
+    assert_eq!(errors(&theirs).len(), 1, "{:?}", errors(&theirs));
+    assert_eq!(density_lines(&ours), density_lines(&theirs));
+    assert!(String::from_utf8_lossy(&theirs.stdout).contains("could not be optimized"));
+    // perf.data with branch stacks along the fixture's branches.
+    let copy = dir.join("ignored");
+    std::fs::copy(&bin, &copy).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&copy, 300, 17)).unwrap();
+    let (expected, p2b, ours, stdout) =
+        support::run_both_on_perf_data(PCMAP.as_ref(), &copy, &data, &dir, &[], true);
+    assert!(
+        expected.lines().any(|l| l.starts_with("1 f ")),
+        "perf2bolt's fdata:\n{expected}"
+    );
+    assert_eq!(ours, expected, "perf.data fdata ({})", dir.display());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        std::fs::read_to_string(dir.join("p2b.yaml")).unwrap()
+    );
+    assert_eq!(
+        support::perf_data_stat_lines(&stdout),
+        support::perf_data_stat_lines(&p2b)
+    );
+    assert_eq!(support::stat_lines(&stdout), support::stat_lines(&p2b));
+}

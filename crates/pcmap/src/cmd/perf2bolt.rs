@@ -185,6 +185,14 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("reading {}", args.binary.display()))?;
     let image = BoltFunctions::discover(&binary)
         .with_context(|| format!("reading {}", args.binary.display()))?;
+    for f in image.functions() {
+        if image.has_symbol_inside(f.address) {
+            eprintln!(
+                "BOLT-ERROR: symbol seen in the middle of the function {}. Skipping.",
+                f.name()
+            );
+        }
+    }
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
     let bat = crate::inputs::bat_table(&binary, &args.binary)?;
