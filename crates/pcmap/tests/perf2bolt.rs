@@ -7,7 +7,7 @@ mod support;
 use support::normalized_fdata as normalized;
 use support::pcmap_preagg as pcmap;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use pcmap_testkit as tk;
@@ -844,4 +844,86 @@ fn functions_with_a_symbol_inside_match_perf2bolt() {
         support::perf_data_stat_lines(&p2b)
     );
     assert_eq!(support::stat_lines(&stdout), support::stat_lines(&p2b));
+}
+
+/// `--heatmap FILE`: perf2bolt 22 also draws the profile's code heatmap (llvm-bolt-heatmap's
+/// outputs: FILE, FILE.csv, FILE-section-hotness.csv, FILE-4096, FILE-262144) and converts as
+/// usual. pcmap writes the same files byte for byte (through the `pcmap heatmap` code), prints
+/// the same `HEATMAP:` lines and the same fdata, for pre-aggregated branch and sample profiles
+/// and for perf.data with branch stacks.
+#[test]
+fn heatmap_option_matches_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-heatmap");
+    let funcs = support::disassemble(&p1);
+    let bin = dir.join("p1");
+    std::fs::copy(&p1, &bin).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 19)).unwrap();
+    let mut cases: Vec<(PathBuf, Vec<&str>)> = vec![(data, vec![])];
+    for (kind, basic) in [("branch", false), ("basic", true)] {
+        let prof = dir.join(format!("{kind}.pa"));
+        std::fs::write(&prof, support::generate(&funcs, 2000, 81, basic)).unwrap();
+        cases.push((
+            prof,
+            if basic {
+                vec!["--pa", "--ba"]
+            } else {
+                vec!["--pa"]
+            },
+        ));
+    }
+    let heat_lines = |out: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("HEATMAP:"))
+            .map(|l| l.replace("/theirs/", "/").replace("/ours/", "/"))
+            .collect()
+    };
+    for (n, (profile, extra)) in cases.iter().enumerate() {
+        let run = |exe: &mut Command, tag: &str| {
+            let sub = dir.join(tag);
+            let _ = std::fs::remove_dir_all(&sub);
+            std::fs::create_dir_all(&sub).unwrap();
+            let out = tk::run(
+                exe.arg(&bin)
+                    .arg("-p")
+                    .arg(profile)
+                    .arg("-o")
+                    .arg(sub.join("out.fdata"))
+                    .arg(format!("--heatmap={}", sub.join("hm").display()))
+                    .args(extra),
+            );
+            tk::assert_success(tag, &out);
+            out
+        };
+        let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "theirs");
+        let ours = run(Command::new(PCMAP).arg("perf2bolt"), "ours");
+        assert_eq!(heat_lines(&ours), heat_lines(&theirs), "case {n}");
+        assert!(
+            heat_lines(&theirs).len() >= 4,
+            "case {n}: {:?}",
+            heat_lines(&theirs)
+        );
+        for f in [
+            "hm",
+            "hm.csv",
+            "hm-section-hotness.csv",
+            "hm-4096",
+            "hm-262144",
+        ] {
+            let read = |tag: &str| std::fs::read(dir.join(tag).join(f)).unwrap();
+            assert!(read("ours") == read("theirs"), "case {n}: {f} differs");
+        }
+        let fdata = |tag: &str| {
+            support::sorted_lines(
+                &std::fs::read_to_string(dir.join(tag).join("out.fdata")).unwrap(),
+            )
+            .into_iter()
+            .filter(|l| !l.starts_with("no_lbr"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(fdata("ours"), fdata("theirs"), "case {n}: fdata");
+    }
 }

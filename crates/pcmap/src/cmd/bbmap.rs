@@ -163,6 +163,7 @@ pub fn run(args: Args) -> Result<()> {
                     parse_mem_profile: None,
                     filter_mem_profile: None,
                     bolt_info: None,
+                    heatmap: None,
                 })
             }
         },

@@ -114,6 +114,10 @@ pub struct Args {
     #[arg(long = "filter-mem-profile", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", value_parser = llvm_bool)]
     pub filter_mem_profile: Option<bool>,
+    /// Also draw the profile's code heatmap into FILE, as llvm-bolt-heatmap does (FILE.csv,
+    /// FILE-section-hotness.csv and FILE-<size> at the zoom-out sizes too), before converting.
+    #[arg(long = "heatmap", value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
     /// No effect: perf2bolt writes no binary.
     #[arg(long = "bolt-info", value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = llvm_bool)]
@@ -242,6 +246,52 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let parsed = PreAggregated::merge(inputs.into_iter().map(|(p, _)| p));
+    if let Some(path) = &args.heatmap {
+        // perf2bolt's optional heatmap: every fall-through range and basic sample of the
+        // profile, drawn before aggregation.
+        say("PERF2BOLT: parse branch events...".to_string());
+        let builder = if let ([profile], true) = (&args.profiles[..], args.pre_aggregated) {
+            // One pre-aggregated file: its records one by one, as perf2bolt counts them
+            // (invalid ranges per record, not per distinct trace).
+            let file = MappedFile::open(profile)
+                .with_context(|| format!("opening {}", profile.display()))?;
+            crate::cmd::heatmap::read_profile(
+                &binary,
+                &crate::cmd::heatmap::ProfileInput {
+                    binary: &args.binary,
+                    profile,
+                    pre_aggregated: true,
+                    basic_events: args.basic_events,
+                    pid: args.pid,
+                    ignore_build_id: args.ignore_build_id,
+                },
+                file.bytes(),
+                pcmap_heatmap::HeatmapOptions::default(),
+                &mut crate::cmd::heatmap::Quiet,
+            )?
+        } else {
+            // perf.data: the distinct traces, as perf2bolt keeps them.
+            let mut builder = pcmap_heatmap::HeatmapBuilder::new(
+                &binary,
+                pcmap_heatmap::HeatmapOptions::default(),
+                pcmap_heatmap::Input::PreAggregated,
+            );
+            parsed.replay(&mut builder);
+            builder.set_samples(parsed.total_samples);
+            builder
+        };
+        let stats = builder.stats();
+        if stats.samples != 0 {
+            say("HEATMAP: building heat map...".to_string());
+            if stats.invalid_traces > 0 {
+                say(format!("HEATMAP: invalid traces: {}", stats.invalid_traces));
+            }
+        }
+        let heatmap = builder
+            .finish()
+            .with_context(|| format!("drawing the heatmap of {}", args.binary.display()))?;
+        crate::cmd::heatmap::dump_heatmap(&heatmap, path)?;
+    }
     if args.profile_format == ProfileFormat::Preagg {
         let mut n = 0;
         crate::output::write_atomic(&args.output, |w| {
@@ -400,6 +450,7 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
     "parse-mem-profile",
     "filter-mem-profile",
     "bolt-info",
+    "heatmap",
 ];
 
 /// Let `pcmap perf2bolt` replace `perf2bolt` in scripts: LLVM's command line takes long options
