@@ -124,6 +124,9 @@ pub struct BoltFunctions<'a, 'data> {
     /// Addresses of the symbols inside functions that BOLT makes secondary entry points
     /// ([`label_entry_points`]), sorted.
     label_entries: Vec<u64>,
+    /// Start addresses of the functions with a symbol in their middle that may not be there
+    /// ([`label_entry_points`]), sorted.
+    symbol_inside: Vec<u64>,
 }
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
@@ -246,12 +249,18 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         add_plt_functions(binary, &mut functions);
         functions.sort_by_key(|f| f.address);
         set_max_sizes(binary, bitness, &mut functions);
+        let (label_entries, symbol_inside) = label_entry_points(binary, &syms, &functions);
+        // BOLT's "symbol seen in the middle of the function": lookups stop at its size.
+        for f in functions.iter_mut() {
+            if symbol_inside.binary_search(&f.address).is_ok() {
+                f.max_size = f.size;
+            }
+        }
         let starts = functions.iter().map(|f| f.address).collect();
         let ends = functions
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
             .collect();
-        let label_entries = label_entry_points(binary, &syms, &functions);
         Ok(Self {
             binary,
             functions,
@@ -260,7 +269,17 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             bitness,
             lsdas,
             label_entries,
+            symbol_inside,
         })
+    }
+
+    /// Whether BOLT finds a symbol in the middle of the function starting at `address` that may
+    /// not be there (`adjustFunctionBoundaries`: a sized or typed symbol such as a data object
+    /// before the function's end, so its maximum size is below its size): BOLT prints
+    /// "symbol seen in the middle of the function" and makes it non-simple (no CFG: its
+    /// fall-throughs do not match, its branches are still recorded).
+    pub fn has_symbol_inside(&self, address: u64) -> bool {
+        self.symbol_inside.binary_search(&address).is_ok()
     }
 
     /// The C++ exception table (LSDA) of function `index`: the one named by the FDE that starts
@@ -386,15 +405,18 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
 /// symbols after each function's start and before the next function's, in address order, each
 /// one "valid in scope" (in the function's section, and either zero-sized inside the function or
 /// an untyped local symbol) is an entry point, except assembler-private `.L` labels; the walk
-/// stops at the first symbol that is not valid. Addresses, sorted.
+/// stops at the first symbol that is not valid. Addresses, sorted; and the start addresses of
+/// the functions where that first invalid symbol lies before the function's end (BOLT's
+/// "symbol seen in the middle of the function": max size below size), sorted.
 /// `syms`: the named, defined symbols other than section and file symbols, in address order (as
 /// function discovery walks them).
 fn label_entry_points(
     binary: &Binary<'_>,
     syms: &[&crate::Symbol<'_>],
     functions: &[BoltFunction],
-) -> Vec<u64> {
+) -> (Vec<u64>, Vec<u64>) {
     let mut out = Vec::new();
+    let mut inside = Vec::new();
     for (i, f) in functions.iter().enumerate() {
         if f.kind != FunctionKind::Regular || f.size == 0 {
             continue;
@@ -418,6 +440,9 @@ fn label_entry_points(
                 && ((s.size == 0 && contains(f, s.address))
                     || (matches!(s.kind, SymbolKind::NoType) && s.is_local));
             if !valid {
+                if contains(f, s.address) {
+                    inside.push(f.address);
+                }
                 break;
             }
             if s.name.starts_with(".L") {
@@ -428,7 +453,9 @@ fn label_entry_points(
     }
     out.sort_unstable();
     out.dedup();
-    out
+    inside.sort_unstable();
+    inside.dedup();
+    (out, inside)
 }
 
 /// Whether `address` lies within `func`'s size.

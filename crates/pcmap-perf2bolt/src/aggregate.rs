@@ -69,12 +69,17 @@ pub struct BranchProfile {
     pub records: Vec<(RecordKey, TraceCounts)>,
     /// Statistics.
     pub stats: TraceStats,
+    /// Bytes executed in each function (function index -> sum of count x (to - from), wrapping,
+    /// over the traces with both ends in it, on the owning function in BAT mode): BOLT's
+    /// `SampleCountInBytes`, the numerator of the profile density.
+    pub executed_bytes: FxHashMap<u32, u64>,
 }
 
 #[derive(Default)]
 struct Partial {
     records: FxHashMap<RecordKey, TraceCounts>,
     stats: TraceStats,
+    executed_bytes: FxHashMap<u32, u64>,
 }
 
 impl Partial {
@@ -90,6 +95,9 @@ pub struct SampleProfile {
     pub samples: FxHashMap<(u32, u64), u64>,
     /// Samples outside every function.
     pub out_of_range: u64,
+    /// Bytes executed in each function: count x size of the sampled block (BOLT's
+    /// `SampleCountInBytes` in basic mode), on the owning function in BAT mode.
+    pub executed_bytes: FxHashMap<u32, u64>,
 }
 
 impl BranchProfile {
@@ -107,7 +115,38 @@ impl BranchProfile {
     }
 }
 
+impl BranchProfile {
+    /// The sample count BOLT's density report weighs each function with: the sum of the counts
+    /// of the records leaving it (branches, fall-throughs and calls; not the entries into it),
+    /// for the functions with executed bytes; functions whose traces all leave them count 0 (as
+    /// measured against perf2bolt 22 on pre-aggregated and perf.data profiles).
+    pub fn sample_counts(&self) -> FxHashMap<u32, u64> {
+        let mut out: FxHashMap<u32, u64> = FxHashMap::default();
+        for (k, c) in &self.records {
+            if !k.external_entry && self.executed_bytes.get(&k.func).is_some_and(|&b| b != 0) {
+                let e = out.entry(k.func).or_default();
+                *e = e.wrapping_add(c.count);
+            }
+        }
+        out
+    }
+}
+
 impl SampleProfile {
+    /// The sample count BOLT's density report weighs each function with: the sum of its sample
+    /// counts, for the functions with executed bytes (as for [`BranchProfile::sample_counts`]).
+    pub fn sample_counts(&self) -> FxHashMap<u32, u64> {
+        let mut out: FxHashMap<u32, u64> = FxHashMap::default();
+        for (&(f, _), &c) in &self.samples {
+            if self.executed_bytes.get(&f).is_none_or(|&b| b == 0) {
+                continue;
+            }
+            let e = out.entry(f).or_default();
+            *e = e.wrapping_add(c);
+        }
+        out
+    }
+
     /// Which functions (indexed like [`BoltFunctions::functions`]) have samples.
     pub fn profiled_functions(&self, num_functions: usize) -> Vec<bool> {
         let mut profiled = vec![false; num_functions];
@@ -150,6 +189,86 @@ impl FunctionStats {
             ));
         }
         lines
+    }
+}
+
+/// How BOLT's statistics see one function.
+enum Class {
+    /// A PLT entry: not counted.
+    PltEntry,
+    Unprofiled,
+    Optimizable,
+    NotOptimizable,
+}
+
+/// BOLT's profile density (`--show-density`, on in perf2bolt): the `Functions with density >= X
+/// account for Y% total sample counts.` line and its warnings.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Density {
+    /// For each profiled function BOLT can optimize, in address order: executed bytes per byte
+    /// of code, and its raw sample count.
+    pub functions: Vec<(f64, u64)>,
+    /// Sum of the sample counts.
+    pub total_samples: u64,
+}
+
+/// perf2bolt's density report: lines for standard output and warnings for standard error.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DensityReport {
+    /// The `BOLT-INFO: Functions with density >= ...` line.
+    pub info: String,
+    /// The `BOLT-WARNING: ...` line, when the profile is empty or sparse.
+    pub warning: Option<String>,
+}
+
+impl Density {
+    /// The density of the functions that hold `cutoff_hot` (parts per million) of the samples,
+    /// densest first, and perf2bolt's lines about it; `threshold` is
+    /// `--profile-density-threshold`.
+    pub fn report(&self, cutoff_hot: i32, threshold: f64) -> DensityReport {
+        let mut list = self.functions.clone();
+        // Densest first, then fewer samples first (a stable sort, like BOLT's).
+        list.sort_by(|a, b| {
+            if a.0 != b.0 {
+                b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal)
+            } else {
+                a.1.cmp(&b.1)
+            }
+        });
+        // BOLT compares in single precision: u64 * float / 1000000.
+        let limit = self.total_samples as f32 * cutoff_hot as f32 / 1_000_000f32;
+        let mut accumulated = 0u64;
+        let mut density = 0.0f64;
+        for &(d, samples) in &list {
+            if (accumulated as f32) >= limit {
+                break;
+            }
+            accumulated = accumulated.wrapping_add(samples);
+            density = d;
+        }
+        let warning = if density == 0.0 {
+            Some(
+                "BOLT-WARNING: the output profile is empty or the --profile-density-cutoff-hot \
+                 option is set too low. Please check your command."
+                    .to_string(),
+            )
+        } else if density < threshold {
+            Some(format!(
+                "BOLT-WARNING: BOLT is estimated to optimize better with {:.1}x more samples. \
+                 Please consider increasing sampling rate or profiling for longer duration to \
+                 get more samples.",
+                threshold / density
+            ))
+        } else {
+            None
+        };
+        DensityReport {
+            info: format!(
+                "BOLT-INFO: Functions with density >= {density:.1} account for {:.2}% total sample counts.",
+                f64::from(cutoff_hot) / 10000.0
+            ),
+            warning,
+        }
     }
 }
 
@@ -231,17 +350,25 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// BOLT's count of profiled functions, `profiled` being indexed like [`BoltFunctions::functions`]
     /// (see [`BranchProfile::profiled_functions`]). Builds the CFG of every profiled function.
     pub fn function_stats(&self, profiled: &[bool]) -> FunctionStats {
-        /// How BOLT's statistics see one function.
-        enum Class {
-            /// A PLT entry: not counted.
-            PltEntry,
-            Unprofiled,
-            Optimizable,
-            NotOptimizable,
+        let mut stats = FunctionStats::default();
+        for c in self.classes(profiled) {
+            match c {
+                Class::PltEntry => continue,
+                Class::Unprofiled => {}
+                Class::Optimizable => stats.profiled += 1,
+                Class::NotOptimizable => stats.not_optimizable += 1,
+            }
+            stats.functions += 1;
         }
+        stats
+    }
+
+    /// How BOLT's program statistics see each function (`profiled` as in
+    /// [`Self::function_stats`]). Builds the CFG of every profiled function.
+    fn classes(&self, profiled: &[bool]) -> Vec<Class> {
         let funcs = self.image.functions();
         self.prepare(Some(profiled));
-        let classes: Vec<Class> = (0..funcs.len())
+        (0..funcs.len())
             .into_par_iter()
             .map(|i| {
                 let f = &funcs[i];
@@ -253,28 +380,58 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 if !profiled.get(i).copied().unwrap_or(false) {
                     return Class::Unprofiled;
                 }
-                let hot_split_parent = self.bat.is_some_and(|b| {
-                    b.function(f.address)
-                        .is_some_and(|bf| !bf.cold_fragments.is_empty())
-                });
-                if !f.is_plt_header() && (hot_split_parent || self.cfg(i).simple) {
+                if !f.is_plt_header() && (self.is_hot_split_parent(i) || self.cfg(i).simple) {
                     Class::Optimizable
                 } else {
                     Class::NotOptimizable
                 }
             })
-            .collect();
-        let mut stats = FunctionStats::default();
-        for c in classes {
-            match c {
-                Class::PltEntry => continue,
-                Class::Unprofiled => {}
-                Class::Optimizable => stats.profiled += 1,
-                Class::NotOptimizable => stats.not_optimizable += 1,
+            .collect()
+    }
+
+    /// In BAT mode, whether function `i` is the hot part of a function BOLT split (its
+    /// profile covers the cold fragments too).
+    fn is_hot_split_parent(&self, i: usize) -> bool {
+        let f = &self.image.functions()[i];
+        self.bat.is_some_and(|b| {
+            b.function(f.address)
+                .is_some_and(|bf| !bf.cold_fragments.is_empty())
+        })
+    }
+
+    /// BOLT's profile density inputs (`PrintProgramStats`): for each profiled function it could
+    /// optimize, executed bytes per byte of code and its raw sample count. `executed_bytes` and
+    /// `sample_counts` come from [`BranchProfile`] or [`SampleProfile`].
+    pub fn density(
+        &self,
+        profiled: &[bool],
+        executed_bytes: &FxHashMap<u32, u64>,
+        sample_counts: &FxHashMap<u32, u64>,
+    ) -> Density {
+        let funcs = self.image.functions();
+        let mut out = Density::default();
+        for (i, c) in self.classes(profiled).into_iter().enumerate() {
+            if !matches!(c, Class::Optimizable) {
+                continue;
             }
-            stats.functions += 1;
+            let samples = sample_counts.get(&(i as u32)).copied().unwrap_or(0);
+            out.total_samples = out.total_samples.wrapping_add(samples);
+            let mut size = funcs[i].size;
+            // A split function's executed bytes are all on its hot part: BOLT divides by the
+            // size of every fragment.
+            if self.is_hot_split_parent(i)
+                && let Some(bf) = self.bat.and_then(|b| b.function(funcs[i].address))
+            {
+                for &frag in bf.cold_fragments {
+                    if let Some(fi) = self.image.function_at(frag) {
+                        size = size.wrapping_add(funcs[fi].size);
+                    }
+                }
+            }
+            let bytes = executed_bytes.get(&(i as u32)).copied().unwrap_or(0);
+            out.functions.push((bytes as f64 / size as f64, samples));
         }
-        stats
+        out
     }
 
     /// Whether aggregation runs in BAT mode.
@@ -418,7 +575,12 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         let chunk = (traces.len() / (rayon::current_num_threads() * 8)).clamp(1024, 1 << 16);
         // Each chunk merges its own duplicates; chunks cover disjoint address ranges, so their
         // records barely overlap: concatenate, sort into fdata order, merge neighbours.
-        let parts: Vec<(Vec<(RecordKey, TraceCounts)>, TraceStats)> = traces
+        type Part = (
+            Vec<(RecordKey, TraceCounts)>,
+            TraceStats,
+            FxHashMap<u32, u64>,
+        );
+        let parts: Vec<Part> = traces
             .par_chunks(chunk)
             .map(|chunk| {
                 let mut out = Partial::default();
@@ -428,18 +590,27 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     self.process_trace(t, c, profile, &mut hint, &mut out);
                 }
                 progress(chunk.len() as u64);
-                (out.records.into_iter().collect(), out.stats)
+                (
+                    out.records.into_iter().collect(),
+                    out.stats,
+                    out.executed_bytes,
+                )
             })
             .collect();
         let mut stats = TraceStats::default();
-        for (_, s) in &parts {
+        let mut executed_bytes: FxHashMap<u32, u64> = FxHashMap::default();
+        for (_, s, bytes) in &parts {
+            for (&f, &b) in bytes {
+                let e = executed_bytes.entry(f).or_default();
+                *e = e.wrapping_add(b);
+            }
             stats.traces = stats.traces.wrapping_add(s.traces);
             stats.mismatching = stats.mismatching.wrapping_add(s.mismatching);
             stats.out_of_range = stats.out_of_range.wrapping_add(s.out_of_range);
         }
         let mut all: Vec<(RecordKey, TraceCounts)> =
             Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-        for (p, _) in parts {
+        for (p, _, _) in parts {
             all.extend(p);
         }
         let rank = |f: u32| self.name_rank[f as usize];
@@ -457,7 +628,11 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 _ => records.push((k, c)),
             }
         }
-        BranchProfile { records, stats }
+        BranchProfile {
+            records,
+            stats,
+            executed_bytes,
+        }
     }
 
     /// One trace; `hint`: the function of the previous trace's start (traces come sorted by it).
@@ -603,6 +778,15 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             return;
         }
         let start = self.image.functions()[ff].address;
+        // Executed bytes go to the owning function of a BAT fragment, whether or not the
+        // fall-through turns out valid.
+        let owner = self
+            .bat
+            .and_then(|b| b.parent_of(start))
+            .and_then(|p| self.image.function_at(p))
+            .unwrap_or(ff) as u32;
+        let bytes = out.executed_bytes.entry(owner).or_default();
+        *bytes = bytes.wrapping_add(count.wrapping_mul(t.to.wrapping_sub(t.from)));
         if let Some(bat) = self.bat.filter(|b| b.is_bat_function(start)) {
             // BAT replaces the CFG: no validation, records on the owning function.
             let parent = bat
@@ -696,6 +880,22 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         Some(out)
     }
 
+    /// perf2bolt's `--impute-trace-fall-through` on `profile` (see
+    /// [`PreAggregated::impute_fall_throughs`]), with BOLT's unconditional control transfers:
+    /// calls (tail calls included), returns and direct jumps, and any address that is not an
+    /// instruction of a function. Returns how many traces were imputed.
+    pub fn impute_fall_throughs(&self, profile: &mut PreAggregated) -> u64 {
+        profile.impute_fall_throughs(|addr| match cfg::decode_one(self.image, addr) {
+            None | Some(Flow::Call | Flow::Return | Flow::Jump) => true,
+            Some(Flow::IndirectJump) => self.locate(addr).is_some_and(|(fi, off)| {
+                self.cfg(fi as usize)
+                    .insn_at(off)
+                    .is_some_and(|i| i.is_call() || i.indirect == Some(cfg::IndirectJump::TailCall))
+            }),
+            Some(Flow::CondJump | Flow::Next | Flow::Trap) => false,
+        })
+    }
+
     /// Aggregate basic samples (`--ba`).
     pub fn aggregate_samples(&self, profile: &PreAggregated) -> SampleProfile {
         let touched = self.touched(profile.samples.par_iter().map(|(&a, _)| a));
@@ -706,6 +906,18 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 Some(k) => {
                     let e = out.samples.entry(k).or_default();
                     *e = e.wrapping_add(count);
+                    // Executed bytes: the size of the sampled block of the function containing
+                    // the address (0 without a CFG), on the owning function.
+                    let block_size = self.locate(addr).map_or(0, |(fi, off)| {
+                        let cfg = self.cfg(fi as usize);
+                        if !cfg.simple {
+                            return 0;
+                        }
+                        cfg.block_containing(off)
+                            .map_or(0, |b| u64::from(cfg.blocks[b].end - cfg.blocks[b].offset))
+                    });
+                    let bytes = out.executed_bytes.entry(k.0).or_default();
+                    *bytes = bytes.wrapping_add(count.wrapping_mul(block_size));
                 }
                 None => out.out_of_range = out.out_of_range.wrapping_add(count),
             }

@@ -477,10 +477,29 @@ pub fn hash_inputs(
 /// opcode names the block hashes use (AVX-512 masking and which indirect jumps keep
 /// `JMP64r`/`JMP64m` included). The YAML writer's function hash.
 pub fn function_hash(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Stats) {
+    function_hash_in_order(ctx, func, cfg, None)
+}
+
+/// [`function_hash`] over the blocks in `order` (block indices; `None`: input order), as BOLT
+/// hashes with `--profile-use-dfs` ([`Cfg::dfs_order`]).
+pub fn function_hash_in_order(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &Cfg,
+    order: Option<&[u32]>,
+) -> (u64, Stats) {
     let mut stats = Stats::default();
+    let blocks = block_strings(ctx, func, cfg, &mut stats, false, None);
     let mut all = Vec::new();
-    for (names, _) in block_strings(ctx, func, cfg, &mut stats, false, None) {
-        all.extend_from_slice(&names);
+    match order {
+        None => blocks.iter().for_each(|(n, _)| all.extend_from_slice(n)),
+        Some(order) => {
+            for &b in order {
+                if let Some((n, _)) = blocks.get(b as usize) {
+                    all.extend_from_slice(n);
+                }
+            }
+        }
     }
     (xxhash_rust::xxh3::xxh3_64(&all), stats)
 }
@@ -494,7 +513,7 @@ fn block_strings(
     cfg: &Cfg,
     stats: &mut Stats,
     operands: bool,
-    mut names_only: Option<&mut Vec<u8>>,
+    mut names_only: Option<&mut Vec<Vec<u8>>>,
 ) -> Vec<(Vec<u8>, String)> {
     if cfg.blocks.is_empty() {
         return Vec::new();
@@ -513,6 +532,9 @@ fn block_strings(
     for b in &cfg.blocks {
         let mut instr = Vec::new();
         mnemonics.clear();
+        if let Some(n) = names_only.as_deref_mut() {
+            n.push(Vec::new());
+        }
         for k in b.first_insn..b.end_insn {
             let insn = &cfg.insns[k as usize];
             let Some(ins) = decoded.get(k as usize) else {
@@ -536,7 +558,7 @@ fn block_strings(
                     stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
                     let name = format!("{:?}", insn.code);
                     instr.extend_from_slice(name.as_bytes());
-                    if let Some(n) = names_only.as_deref_mut() {
+                    if let Some(n) = names_only.as_deref_mut().and_then(|n| n.last_mut()) {
                         n.extend_from_slice(name.as_bytes());
                     }
                     continue;
@@ -550,7 +572,7 @@ fn block_strings(
             for (pi, part) in names.split(' ').enumerate() {
                 let mnem = mnems.as_mut().and_then(Iterator::next);
                 instr.extend_from_slice(part.as_bytes());
-                if let Some(n) = names_only.as_deref_mut() {
+                if let Some(n) = names_only.as_deref_mut().and_then(|n| n.last_mut()) {
                     n.extend_from_slice(part.as_bytes());
                 }
                 let last = pi + 1 == num_parts;
@@ -594,10 +616,32 @@ pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u
 /// [`function_hash`] and [`block_hashes`] together, from one pass over the instructions (what
 /// the YAML writer needs for each profiled function).
 pub fn hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (u64, Vec<u64>, Stats) {
+    hashes_in_order(ctx, func, cfg, None)
+}
+
+/// [`hashes`] with the function hash over the blocks in `order` (see
+/// [`function_hash_in_order`]); block hashes do not depend on the order.
+pub fn hashes_in_order(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &Cfg,
+    order: Option<&[u32]>,
+) -> (u64, Vec<u64>, Stats) {
     let mut stats = Stats::default();
-    let mut names = Vec::new();
+    let mut names: Vec<Vec<u8>> = Vec::new();
     let inputs = block_strings(ctx, func, cfg, &mut stats, true, Some(&mut names));
-    let function = xxhash_rust::xxh3::xxh3_64(&names);
+    let mut all = Vec::new();
+    match order {
+        None => names.iter().for_each(|n| all.extend_from_slice(n)),
+        Some(order) => {
+            for &b in order {
+                if let Some(n) = names.get(b as usize) {
+                    all.extend_from_slice(n);
+                }
+            }
+        }
+    }
+    let function = xxhash_rust::xxh3::xxh3_64(&all);
     (function, packed_block_hashes(func, cfg, &inputs), stats)
 }
 

@@ -148,6 +148,65 @@ pub struct Cfg {
 }
 
 impl Cfg {
+    /// BOLT's depth-first block order (`BinaryFunction::dfs`, used with `--profile-use-dfs`):
+    /// from the entry blocks in offset order, each block's landing pads and successors pushed on
+    /// a stack. After a conditional branch with two successors the fall-through is visited first
+    /// when the condition is canonical (`je jl jg jb ja js jp jo`, and `jcxz`/`loop` forms),
+    /// else the taken target; other blocks visit their last successor first. Unreachable blocks
+    /// are left out.
+    pub fn dfs_order(&self) -> Vec<u32> {
+        let n = self.blocks.len();
+        let mut visited = vec![false; n];
+        let mut order = Vec::with_capacity(n);
+        let mut entries: Vec<u32> = (0..n as u32)
+            .filter(|&b| self.blocks[b as usize].is_entry)
+            .collect();
+        entries.sort_by_key(|&b| self.blocks[b as usize].offset);
+        let mut stack: Vec<u32> = entries.into_iter().rev().collect();
+        while let Some(bi) = stack.pop() {
+            let Some(seen) = visited.get_mut(bi as usize) else {
+                continue;
+            };
+            if *seen {
+                continue;
+            }
+            *seen = true;
+            order.push(bi);
+            let b = &self.blocks[bi as usize];
+            stack.extend_from_slice(&b.landing_pads);
+            match (self.conditional_branch(bi as usize), b.succs.as_slice()) {
+                (Some(code), &[taken, fall]) => {
+                    if is_canonical_condition(code) {
+                        stack.push(taken);
+                        stack.push(fall);
+                    } else {
+                        stack.push(fall);
+                        stack.push(taken);
+                    }
+                }
+                _ => stack.extend_from_slice(&b.succs),
+            }
+        }
+        order
+    }
+
+    /// The conditional branch BOLT's `analyzeBranch` finds at the end of block `bi`: the last
+    /// instruction, or the one before a final direct jump.
+    fn conditional_branch(&self, bi: usize) -> Option<Code> {
+        let b = &self.blocks[bi];
+        let last = self.last_insn(bi)?;
+        if last.flow == Flow::CondJump && !last.tail_call {
+            return Some(last.code);
+        }
+        if last.flow == Flow::Jump && !last.tail_call && b.end_insn >= b.first_insn + 2 {
+            let prev = &self.insns[b.end_insn as usize - 2];
+            if prev.flow == Flow::CondJump && !prev.tail_call {
+                return Some(prev.code);
+            }
+        }
+        None
+    }
+
     /// The block containing `offset` (within the function's size).
     pub fn block_containing(&self, offset: u64) -> Option<usize> {
         let i = self
@@ -422,7 +481,9 @@ pub fn build_from(
             .map_or(&[], |k| tables[k].1.as_slice())
     };
     let size = func.size;
-    if !simple || insns.is_empty() {
+    // A function with a symbol in its middle (BOLT's "symbol seen in the middle of the
+    // function") is not simple.
+    if !simple || insns.is_empty() || image.has_symbol_inside(func.address) {
         return Cfg {
             simple: false,
             insns,
@@ -817,4 +878,15 @@ fn fixed_memory_target(jump: &Instruction, before: &[Instruction]) -> bool {
         let base = m.memory_base();
         (base == Register::None || base == Register::RIP) && m.segment_prefix() == Register::None
     })
+}
+
+/// Whether a conditional jump's condition is the one X86's `getCanonicalBranchCondCode` keeps
+/// (of each pair of opposite conditions: e, l, g, b, a, s, p, o); forms without a condition
+/// code (`jcxz`, `loop`) count as canonical, their invalid code mapping to itself.
+fn is_canonical_condition(code: Code) -> bool {
+    use iced_x86::Mnemonic as M;
+    !matches!(
+        code.mnemonic(),
+        M::Jne | M::Jge | M::Jle | M::Jae | M::Jbe | M::Jns | M::Jnp | M::Jno
+    )
 }

@@ -258,6 +258,48 @@ fn sort_and_merge(traces: &mut Vec<(Trace, TraceCounts)>) {
 }
 
 impl PreAggregated {
+    /// perf2bolt's `--impute-trace-fall-through`: each trace without a fall-through part (a `B`
+    /// record, the newest branch-stack entry) gets the count-weighted average fall-through length
+    /// of the traces with the same branch and target (ignoring unknown ends), or, without such
+    /// traces, 0 bytes after an unconditional control transfer (`unconditional(address)` of the
+    /// branch target) and 1 byte otherwise. Traces starting outside the binary are left alone.
+    /// Returns how many traces were imputed.
+    pub fn impute_fall_throughs(&mut self, unconditional: impl Fn(u64) -> bool) -> u64 {
+        let mut order: Vec<usize> = (0..self.traces.len()).collect();
+        order.sort_unstable_by_key(|&i| {
+            let t = self.traces[i].0;
+            (t.branch, t.from, t.to)
+        });
+        let mut group = None;
+        let (mut count, mut bytes) = (0u64, 0u64);
+        let mut imputed = 0;
+        for i in order {
+            let (t, c) = self.traces[i];
+            if t.from == 0 {
+                continue;
+            }
+            if group != Some((t.branch, t.from)) {
+                group = Some((t.branch, t.from));
+                (count, bytes) = (0, 0);
+            }
+            if t.to == BR_ONLY {
+                let length = match bytes.checked_div(count) {
+                    Some(avg) if bytes != 0 => avg,
+                    _ => u64::from(!unconditional(t.from)),
+                };
+                self.traces[i].0.to = t.from.wrapping_add(length);
+                imputed += 1;
+            } else {
+                if t.to != 0 {
+                    bytes = bytes.wrapping_add(t.to.wrapping_sub(t.from).wrapping_mul(c.count));
+                }
+                count = count.wrapping_add(c.count);
+            }
+        }
+        sort_and_merge(&mut self.traces);
+        imputed
+    }
+
     /// Merge several inputs (in the given order) into one, as if their records had been read
     /// from one file: counts summed per distinct trace and sample, event names in first-seen
     /// order, `R` branch addresses united.

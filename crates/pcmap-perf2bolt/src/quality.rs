@@ -284,6 +284,7 @@ pub fn read_bat_profile(
     let rekeyed = BranchProfile {
         records,
         stats: profile.stats,
+        ..Default::default()
     };
     read(input, &rekeyed, true)
 }

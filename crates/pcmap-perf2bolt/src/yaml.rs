@@ -105,11 +105,21 @@ impl<'p> Index<'p> {
     }
 }
 
+/// Options of the YAML writer beyond the profile itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct YamlOptions {
+    /// perf2bolt's `--profile-use-dfs`: blocks in BOLT's depth-first order ([`Cfg::dfs_order`]),
+    /// numbered in that order (unreachable blocks left out), the function hash over that order,
+    /// and `dfs-order: true` in the header. Outside BAT mode only.
+    pub dfs_order: bool,
+}
+
 fn header(
     agg: &Aggregator<'_, '_>,
     binary_name: &str,
     events: &[String],
     flags: u16,
+    opts: YamlOptions,
 ) -> yaml::Header {
     yaml::Header {
         version: 1,
@@ -122,7 +132,7 @@ fn header(
         flags,
         origin: "perf data aggregator".into(),
         events: crate::stringmap::string_set_order(events).join(","),
-        dfs_order: false,
+        dfs_order: opts.dfs_order,
         hash_func: yaml::HashFunction::Xxh3,
     }
 }
@@ -140,10 +150,21 @@ pub fn branch_profile(
     binary_name: &str,
     events: &[String],
 ) -> yaml::Profile {
+    branch_profile_with(agg, profile, binary_name, events, YamlOptions::default())
+}
+
+/// [`branch_profile`] with writer options.
+pub fn branch_profile_with(
+    agg: &Aggregator<'_, '_>,
+    profile: &BranchProfile,
+    binary_name: &str,
+    events: &[String],
+    opts: YamlOptions,
+) -> yaml::Profile {
     let funcs = agg.image().functions();
     let index = Index::new(agg, profile);
     let mut out = yaml::Profile {
-        header: header(agg, binary_name, events, yaml::PF_LBR),
+        header: header(agg, binary_name, events, yaml::PF_LBR, opts),
         ..Default::default()
     };
     let is_bat_function = |fi: usize| {
@@ -158,7 +179,7 @@ pub fn branch_profile(
     out.functions = (0..funcs.len())
         .into_par_iter()
         .filter(|&fi| index.profiled[fi] && !is_bat_function(fi))
-        .map(|fi| cfg_function(agg, &index, &hash_ctx, fi))
+        .map(|fi| cfg_function(agg, &index, &hash_ctx, fi, opts.dfs_order))
         .collect();
     if let Some(bat) = agg.bat() {
         let mut bat_funcs: Vec<usize> = (0..funcs.len())
@@ -227,6 +248,7 @@ fn cfg_function(
     index: &Index<'_>,
     hash_ctx: &block_hash::Context<'_, '_>,
     fi: usize,
+    dfs: bool,
 ) -> yaml::Function {
     let image = agg.image();
     let f = &image.functions()[fi];
@@ -234,9 +256,10 @@ fn cfg_function(
     let ids = &index.ids;
     let cfg = agg.cfg(fi);
     let exec = index.entry_count(fi, 0);
+    let dfs_order = (dfs && cfg.simple).then(|| cfg.dfs_order());
     // The function hash and the block hashes come from one pass.
     let (function_hash, hashes, _) = if cfg.simple {
-        block_hash::hashes(hash_ctx, f, cfg)
+        block_hash::hashes_in_order(hash_ctx, f, cfg, dfs_order.as_deref())
     } else {
         (0, Vec::new(), Default::default())
     };
@@ -362,12 +385,28 @@ fn cfg_function(
             });
         }
     }
-    for (bi, mut yb) in per_block.into_iter().enumerate() {
+    // Blocks in input order, or with `--profile-use-dfs` in depth-first order and numbered in
+    // that order (successors too); unreachable blocks are then not written.
+    let order: Vec<u32> = dfs_order.unwrap_or_else(|| (0..cfg.blocks.len() as u32).collect());
+    let mut position: Vec<Option<u32>> = vec![None; cfg.blocks.len()];
+    for (pos, &b) in order.iter().enumerate() {
+        position[b as usize] = Some(pos as u32);
+    }
+    let mut per_block: Vec<Option<yaml::Block>> = per_block.into_iter().map(Some).collect();
+    for &b in &order {
+        let bi = b as usize;
+        let Some(mut yb) = per_block[bi].take() else {
+            continue;
+        };
         let out_edges = yb.successors.iter().any(|s| s.count > 0);
         let calls = yb.calls.iter().any(|c| c.count > 0);
         if cfg.blocks[bi].is_entry || out_edges || calls || incoming[bi] > 0 {
             if !cfg.blocks[bi].is_entry {
                 yb.exec_count = 0;
+            }
+            yb.index = position[bi].unwrap_or(yb.index);
+            for s in &mut yb.successors {
+                s.index = position[s.index as usize].unwrap_or(s.index);
             }
             blocks.push(yb);
         }
@@ -509,12 +548,24 @@ pub fn sample_profile(
     binary_name: &str,
     events: &[String],
 ) -> yaml::Profile {
+    sample_profile_with(agg, samples, binary_name, events, YamlOptions::default())
+}
+
+/// [`sample_profile`] with writer options (with `dfs_order`, function hashes over BOLT's
+/// depth-first block order).
+pub fn sample_profile_with(
+    agg: &Aggregator<'_, '_>,
+    samples: &crate::aggregate::SampleProfile,
+    binary_name: &str,
+    events: &[String],
+    opts: YamlOptions,
+) -> yaml::Profile {
     let image = agg.image();
     let ids = function_ids(agg);
     let hash_ctx = block_hash::Context::new(image);
     let sampled = samples.profiled_functions(image.functions().len());
     let mut out = yaml::Profile {
-        header: header(agg, binary_name, events, yaml::PF_SAMPLE),
+        header: header(agg, binary_name, events, yaml::PF_SAMPLE, opts),
         ..Default::default()
     };
     // perf2bolt writes no function at all for basic samples of a BOLT-optimized binary.
@@ -530,7 +581,8 @@ pub fn sample_profile(
             name: f.name().to_string(),
             id: ids[fi],
             hash: if cfg.simple {
-                block_hash::function_hash(&hash_ctx, f, cfg).0
+                let order = opts.dfs_order.then(|| cfg.dfs_order());
+                block_hash::function_hash_in_order(&hash_ctx, f, cfg, order.as_deref()).0
             } else {
                 0
             },

@@ -7,7 +7,7 @@ mod support;
 use support::normalized_fdata as normalized;
 use support::pcmap_preagg as pcmap;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use pcmap_testkit as tk;
@@ -473,4 +473,457 @@ fn labels_inside_functions_match_perf2bolt() {
         expected.lines().count() >= 4,
         "perf2bolt's fdata:\n{expected}"
     );
+}
+
+/// The lines of BOLT's profile density report in a run's stdout and stderr: the
+/// `Functions with density >= X` line and its sparse/empty-profile warnings.
+fn density_lines(out: &std::process::Output) -> Vec<String> {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .filter(|l| {
+            l.contains("Functions with density >= ")
+                || l.starts_with("BOLT-WARNING: BOLT is estimated to optimize better")
+                || l.starts_with("BOLT-WARNING: the output profile is empty")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// perf2bolt 22 and `pcmap perf2bolt` on `bin` and `profile` with `extra` options: the density
+/// lines (stdout and stderr) are equal and present.
+fn density_matches_perf2bolt(bin: &Path, profile: &Path, dir: &Path, extra: &[&str]) {
+    let run = |exe: &mut Command, out: &str| {
+        tk::run(
+            exe.arg(bin)
+                .arg("-p")
+                .arg(profile)
+                .arg("-o")
+                .arg(dir.join(out))
+                .args(extra),
+        )
+    };
+    let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
+    tk::assert_success("perf2bolt", &theirs);
+    let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
+    tk::assert_success("pcmap perf2bolt", &ours);
+    let expected = density_lines(&theirs);
+    assert!(
+        expected.iter().any(|l| l.contains("density >=")),
+        "perf2bolt printed no density line: {}",
+        String::from_utf8_lossy(&theirs.stdout)
+    );
+    assert_eq!(
+        density_lines(&ours),
+        expected,
+        "{} on {} with {extra:?}",
+        bin.display(),
+        profile.display()
+    );
+}
+
+/// BOLT's profile density report (`Functions with density >= X account for Y% total sample
+/// counts.` and the sparse-profile warning) and its options (`--show-density`,
+/// `--profile-density-cutoff-hot`, `--profile-density-threshold`, in LLVM's spellings) give
+/// perf2bolt 22's lines for pre-aggregated branch and sample profiles and for perf.data with
+/// branch stacks, on plain and PIE builds.
+#[test]
+fn density_lines_match_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-density");
+    let options: [&[&str]; 5] = [
+        &[],
+        &["--show-density"],
+        &["-profile-density-cutoff-hot", "500000"],
+        &["--profile-density-cutoff-hot=-5", "-show-density=true"],
+        &[
+            "--profile-density-threshold=1000000",
+            "-profile-density-cutoff-hot=995000",
+        ],
+    ];
+    for (tag, bin) in [("p1", &p1), ("p4", &p4)] {
+        let funcs = support::disassemble(bin);
+        for (kind, basic) in [("branch", false), ("basic", true)] {
+            let prof = dir.join(format!("{tag}-{kind}.pa"));
+            std::fs::write(&prof, support::generate(&funcs, 2000, 41, basic)).unwrap();
+            for extra in options {
+                let mut args = vec!["--pa"];
+                if basic {
+                    args.push("--ba");
+                }
+                args.extend_from_slice(extra);
+                density_matches_perf2bolt(bin, &prof, &dir, &args);
+            }
+        }
+    }
+    // perf.data with branch stacks (the test writer's), plain and PIE.
+    let pie = tk::build(
+        "perf2bolt-p1-pie-density",
+        &["perf2bolt/p1.c"],
+        &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs"],
+    );
+    for (tag, built) in [("p1", &p1), ("pie", &pie)] {
+        let bin = dir.join(tag);
+        std::fs::copy(built, &bin).unwrap();
+        let data = dir.join(format!("{tag}.perf.data"));
+        std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 5)).unwrap();
+        for extra in options {
+            density_matches_perf2bolt(&bin, &data, &dir, extra);
+        }
+    }
+}
+
+/// `--profile-use-dfs` (LLVM spellings too): YAML blocks in BOLT's depth-first order, numbered
+/// in that order, function hashes over that order and `dfs-order: true`, byte for byte as
+/// perf2bolt 22 writes them, for branch and sample profiles (pre-aggregated and perf.data), on
+/// C, assembly (every conditional-jump form, canonical or not) and C++ with landing pads.
+#[test]
+fn dfs_order_yaml_matches_perf2bolt() {
+    let builds = [
+        tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS),
+        tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS),
+        tk::build(
+            "perf2bolt-eh",
+            &["perf2bolt/eh.cpp"],
+            &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+        ),
+    ];
+    let dir = tk::scratch_dir("cli-perf2bolt-dfs");
+    let spellings: [&[&str]; 2] = [&["--profile-use-dfs"], &["-profile-use-dfs=true"]];
+    let mut compared = 0;
+    for (n, bin) in builds.iter().enumerate() {
+        let funcs = support::disassemble(bin);
+        for (kind, basic) in [("branch", false), ("basic", true)] {
+            let prof = dir.join(format!("{n}-{kind}.pa"));
+            std::fs::write(&prof, support::generate(&funcs, 2000, 51, basic)).unwrap();
+            let mut args = vec!["--profile-format=yaml"];
+            if basic {
+                args.push("--ba");
+            }
+            args.extend_from_slice(spellings[n % 2]);
+            let (expected, _) = support::perf2bolt(bin, &prof, &dir.join("p2b.yaml"), &args);
+            let out = pcmap(bin, &prof, &dir.join("pcmap.yaml"), &args);
+            tk::assert_success("pcmap perf2bolt", &out);
+            assert!(expected.contains("dfs-order:       true"), "{expected}");
+            assert_eq!(
+                std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+                expected,
+                "{} {kind} ({})",
+                bin.display(),
+                dir.display()
+            );
+            compared += expected.matches("- bid:").count();
+        }
+    }
+    // perf.data with branch stacks.
+    let bin = dir.join("p1");
+    std::fs::copy(&builds[0], &bin).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 13)).unwrap();
+    support::run_both_on_perf_data(
+        PCMAP.as_ref(),
+        &bin,
+        &data,
+        &dir,
+        &["--profile-use-dfs"],
+        true,
+    );
+    let expected = std::fs::read_to_string(dir.join("p2b.yaml")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        expected
+    );
+    compared += expected.matches("- bid:").count();
+    assert!(compared > 50, "too few blocks compared: {compared}");
+}
+
+/// `--impute-trace-fall-through`: traces without a fall-through part get perf2bolt 22's
+/// imputed length; fdata, YAML and statistics equal perf2bolt's, and differ from the run
+/// without the option (the generated profiles have `B` records whose imputed fall-through
+/// crosses blocks).
+#[test]
+fn imputed_fall_throughs_match_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let p4 = tk::build("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-impute");
+    let mut changed = false;
+    for (tag, bin) in [("p1", &p1), ("p4", &p4)] {
+        let funcs = support::disassemble(bin);
+        let prof = dir.join(format!("{tag}.pa"));
+        std::fs::write(&prof, support::generate(&funcs, 2000, 61, false)).unwrap();
+        for spelling in [
+            "--impute-trace-fall-through",
+            "-impute-trace-fall-through=1",
+        ] {
+            let p2b_yaml = dir.join("p2b.yaml");
+            let (expected, p2b_stdout) = support::perf2bolt(
+                bin,
+                &prof,
+                &dir.join("p2b.fdata"),
+                &[spelling, "-w", p2b_yaml.to_str().unwrap()],
+            );
+            let ours_yaml = dir.join("pcmap.yaml");
+            let out = pcmap(
+                bin,
+                &prof,
+                &dir.join("pcmap.fdata"),
+                &[spelling, "-w", ours_yaml.to_str().unwrap()],
+            );
+            tk::assert_success("pcmap perf2bolt", &out);
+            assert_eq!(
+                std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+                expected,
+                "{tag}: fdata ({})",
+                dir.display()
+            );
+            assert_eq!(
+                std::fs::read_to_string(&ours_yaml).unwrap(),
+                std::fs::read_to_string(&p2b_yaml).unwrap(),
+                "{tag}: YAML"
+            );
+            assert_eq!(
+                support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+                support::stat_lines(&p2b_stdout),
+                "{tag}"
+            );
+            let (plain, _) = support::perf2bolt(bin, &prof, &dir.join("plain.fdata"), &[]);
+            changed |= plain != expected;
+        }
+    }
+    assert!(
+        changed,
+        "imputation changed no fdata: the check has no teeth"
+    );
+}
+
+/// perf2bolt 22's options that change none of its outputs for conversion (`--aggregate-only`,
+/// on in perf2bolt; memory-profile switches; `--bolt-info`; `--ignore-interrupt-lbr`, on by
+/// default; `--show-density`, always on) are accepted in LLVM's spellings and give perf2bolt's
+/// fdata, YAML and statistics.
+#[test]
+fn no_op_options_are_accepted_like_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-no-op-options");
+    let funcs = support::disassemble(&p1);
+    let prof = dir.join("p1.pa");
+    std::fs::write(&prof, support::generate(&funcs, 1000, 71, false)).unwrap();
+    let extra = [
+        "--aggregate-only",
+        "-parse-mem-profile=false",
+        "--filter-mem-profile=0",
+        "-bolt-info",
+        "--ignore-interrupt-lbr=true",
+        "--show-density",
+        "-w",
+    ];
+    let with_yaml = |name: &str| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        v.push(dir.join(name).display().to_string());
+        v
+    };
+    let theirs = with_yaml("p2b.yaml");
+    let theirs: Vec<&str> = theirs.iter().map(String::as_str).collect();
+    let (expected, p2b_stdout) = support::perf2bolt(&p1, &prof, &dir.join("p2b.fdata"), &theirs);
+    let ours = with_yaml("pcmap.yaml");
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let out = pcmap(&p1, &prof, &dir.join("pcmap.fdata"), &ours);
+    tk::assert_success("pcmap perf2bolt", &out);
+    assert!(expected.lines().count() > 10, "{p2b_stdout}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
+        expected
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        std::fs::read_to_string(dir.join("p2b.yaml")).unwrap()
+    );
+    assert_eq!(
+        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+        support::stat_lines(&p2b_stdout)
+    );
+}
+
+/// A function with a sized data object in its middle (`f_table` in `f`): BOLT's
+/// `adjustFunctionBoundaries` sees a symbol before the function's end that may not be inside it,
+/// prints "symbol seen in the middle of the function" and makes the function non-simple: its
+/// branches are recorded, its fall-throughs count as mismatching, it is counted among the
+/// functions that could not be optimized, and its YAML entry has no blocks and hash 0. fdata,
+/// YAML, statistics, density lines and the error line equal perf2bolt 22's.
+#[test]
+fn functions_with_a_symbol_inside_match_perf2bolt() {
+    let bin = tk::build("perf2bolt-ignored", &["perf2bolt/ignored.s"], FLAGS);
+    let nm = tk::run_ok(Command::new(tk::tool("llvm-nm")).arg(&bin));
+    let sym = |name: &str| -> u64 {
+        nm.lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == name).then(|| tk::hex(f[0]))
+            })
+            .unwrap_or_else(|| panic!("{name} in llvm-nm output:\n{nm}"))
+    };
+    let (main_loop, f, f_loop, f_end, g, g_loop) = (
+        sym("main_loop"),
+        sym("f"),
+        sym("f_loop"),
+        sym("f_end"),
+        sym("g"),
+        sym("g_loop"),
+    );
+    // Instruction lengths of the fixture: main_loop: call (5), subl (3), jne (2), call g (5),
+    // ret; f: movl (5); f_loop: addl (3), subl (3), jne (2), jmp (2); g: movl (5); g_loop: addl
+    // (3), subl (3), jne (2), ret.
+    let main_jne = main_loop + 8;
+    let f_jne = f_loop + 6;
+    let g_jne = g_loop + 6;
+    let lines = [
+        format!("T {main_jne:x} {main_loop:x} {main_jne:x} 9"),
+        format!("T {main_loop:x} {f:x} {f_jne:x} 10"),
+        format!("T {f_jne:x} {f_loop:x} {f_jne:x} 40"),
+        format!("T {:x} {f_end:x} {f_end:x} 10", f_jne + 2),
+        format!("R {f_end:x} {:x} {main_jne:x} 10", main_loop + 5),
+        format!("T {:x} {g:x} {g_jne:x} 1", main_jne + 2),
+        format!("T {g_jne:x} {g_loop:x} {g_jne:x} 2"),
+        format!("R {:x} {:x} {:x} 1", g_jne + 2, main_jne + 7, main_jne + 7),
+        format!("B {f_jne:x} {f_loop:x} 3 1"),
+    ];
+    let dir = tk::scratch_dir("cli-perf2bolt-ignored");
+    let prof = dir.join("prof.pa");
+    std::fs::write(&prof, lines.join("\n") + "\n").unwrap();
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "ignored");
+    // f's branch is recorded, its fall-throughs are not (the check has teeth).
+    assert!(
+        expected.lines().any(|l| l.starts_with("1 f ")),
+        "perf2bolt's fdata:\n{expected}"
+    );
+    // The printed error and density lines too.
+    let run = |exe: &mut Command, out: &str| {
+        tk::run(
+            exe.arg(&bin)
+                .args(["--pa", "-p"])
+                .arg(&prof)
+                .arg("-o")
+                .arg(dir.join(out)),
+        )
+    };
+    let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
+    let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
+    tk::assert_success("pcmap perf2bolt", &ours);
+    let errors = |o: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter(|l| l.starts_with("BOLT-ERROR"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(errors(&ours), errors(&theirs));
+    assert_eq!(errors(&theirs).len(), 1, "{:?}", errors(&theirs));
+    assert_eq!(density_lines(&ours), density_lines(&theirs));
+    assert!(String::from_utf8_lossy(&theirs.stdout).contains("could not be optimized"));
+    // perf.data with branch stacks along the fixture's branches.
+    let copy = dir.join("ignored");
+    std::fs::copy(&bin, &copy).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&copy, 300, 17)).unwrap();
+    let (expected, p2b, ours, stdout) =
+        support::run_both_on_perf_data(PCMAP.as_ref(), &copy, &data, &dir, &[], true);
+    assert!(
+        expected.lines().any(|l| l.starts_with("1 f ")),
+        "perf2bolt's fdata:\n{expected}"
+    );
+    assert_eq!(ours, expected, "perf.data fdata ({})", dir.display());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
+        std::fs::read_to_string(dir.join("p2b.yaml")).unwrap()
+    );
+    assert_eq!(
+        support::perf_data_stat_lines(&stdout),
+        support::perf_data_stat_lines(&p2b)
+    );
+    assert_eq!(support::stat_lines(&stdout), support::stat_lines(&p2b));
+}
+
+/// `--heatmap FILE`: perf2bolt 22 also draws the profile's code heatmap (llvm-bolt-heatmap's
+/// outputs: FILE, FILE.csv, FILE-section-hotness.csv, FILE-4096, FILE-262144) and converts as
+/// usual. pcmap writes the same files byte for byte (through the `pcmap heatmap` code), prints
+/// the same `HEATMAP:` lines and the same fdata, for pre-aggregated branch and sample profiles
+/// and for perf.data with branch stacks.
+#[test]
+fn heatmap_option_matches_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-heatmap");
+    let funcs = support::disassemble(&p1);
+    let bin = dir.join("p1");
+    std::fs::copy(&p1, &bin).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 19)).unwrap();
+    let mut cases: Vec<(PathBuf, Vec<&str>)> = vec![(data, vec![])];
+    for (kind, basic) in [("branch", false), ("basic", true)] {
+        let prof = dir.join(format!("{kind}.pa"));
+        std::fs::write(&prof, support::generate(&funcs, 2000, 81, basic)).unwrap();
+        cases.push((
+            prof,
+            if basic {
+                vec!["--pa", "--ba"]
+            } else {
+                vec!["--pa"]
+            },
+        ));
+    }
+    let heat_lines = |out: &std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("HEATMAP:"))
+            .map(|l| l.replace("/theirs/", "/").replace("/ours/", "/"))
+            .collect()
+    };
+    for (n, (profile, extra)) in cases.iter().enumerate() {
+        let run = |exe: &mut Command, tag: &str| {
+            let sub = dir.join(tag);
+            let _ = std::fs::remove_dir_all(&sub);
+            std::fs::create_dir_all(&sub).unwrap();
+            let out = tk::run(
+                exe.arg(&bin)
+                    .arg("-p")
+                    .arg(profile)
+                    .arg("-o")
+                    .arg(sub.join("out.fdata"))
+                    .arg(format!("--heatmap={}", sub.join("hm").display()))
+                    .args(extra),
+            );
+            tk::assert_success(tag, &out);
+            out
+        };
+        let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "theirs");
+        let ours = run(Command::new(PCMAP).arg("perf2bolt"), "ours");
+        assert_eq!(heat_lines(&ours), heat_lines(&theirs), "case {n}");
+        assert!(
+            heat_lines(&theirs).len() >= 4,
+            "case {n}: {:?}",
+            heat_lines(&theirs)
+        );
+        for f in [
+            "hm",
+            "hm.csv",
+            "hm-section-hotness.csv",
+            "hm-4096",
+            "hm-262144",
+        ] {
+            let read = |tag: &str| std::fs::read(dir.join(tag).join(f)).unwrap();
+            assert!(read("ours") == read("theirs"), "case {n}: {f} differs");
+        }
+        let fdata = |tag: &str| {
+            support::sorted_lines(
+                &std::fs::read_to_string(dir.join(tag).join("out.fdata")).unwrap(),
+            )
+            .into_iter()
+            .filter(|l| !l.starts_with("no_lbr"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(fdata("ours"), fdata("theirs"), "case {n}: fdata");
+    }
 }

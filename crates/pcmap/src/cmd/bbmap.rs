@@ -153,6 +153,17 @@ pub fn run(args: Args) -> Result<()> {
                     },
                     ignore_build_id: true,
                     pid: None,
+                    show_density: None,
+                    density_cutoff_hot: 990_000,
+                    density_threshold: 60.0,
+                    profile_use_dfs: false,
+                    impute_trace_fall_through: false,
+                    ignore_interrupt_lbr: None,
+                    aggregate_only: None,
+                    parse_mem_profile: None,
+                    filter_mem_profile: None,
+                    bolt_info: None,
+                    heatmap: None,
                 })
             }
         },

@@ -180,25 +180,48 @@ pub fn run(args: Args) -> Result<()> {
         .finish()
         .with_context(|| format!("reading {}", args.profile.display()))?;
 
+    dump(&heatmap, &args.output, &mut out)?;
+    let svg_path = args
+        .svg
+        .clone()
+        .or_else(|| (!out.to_stdout).then(|| with_suffix(&args.output, ".svg")));
+    if let Some(path) = svg_path {
+        let svg = heatmap.svg(heatmap.block_sizes()[0]);
+        crate::output::write_atomic(&path, |w| Ok(w.write_all(svg.as_bytes())?))?;
+    }
+    Ok(())
+}
+
+/// Write llvm-bolt-heatmap's outputs of `heatmap` to `output` (`-`: standard output): the text
+/// map at the first block size, `.csv` (cumulative distribution), `-section-hotness.csv`, then
+/// the map at each zoom-out size (`-<size>`), printing its `HEATMAP: dumping ...` lines. Also
+/// what perf2bolt 22 writes for `--heatmap`.
+pub(crate) fn dump_heatmap(heatmap: &Heatmap, output: &Path) -> Result<()> {
+    let mut out = Out {
+        to_stdout: output.as_os_str() == "-",
+        stdout: std::io::BufWriter::new(std::io::stdout().lock()),
+    };
+    dump(heatmap, output, &mut out)
+}
+
+fn dump(heatmap: &Heatmap, output: &Path, out: &mut Out) -> Result<()> {
     let sizes = heatmap.block_sizes().to_vec();
     let mut colors = AnsiState::default();
-    let name = args.output.display().to_string();
+    let name = output.display().to_string();
     out.say(&format!(
         "HEATMAP: dumping heatmap with bucket size {} to {name}",
         sizes[0]
     ))?;
-    out.write(&args.output, |w| {
-        heatmap.write_text(w, sizes[0], &mut colors)
-    })?;
-    out.write(&with_suffix(&args.output, ".csv"), |w| heatmap.write_cdf(w))?;
-    out.write(&with_suffix(&args.output, "-section-hotness.csv"), |w| {
+    out.write(output, |w| heatmap.write_text(w, sizes[0], &mut colors))?;
+    out.write(&with_suffix(output, ".csv"), |w| heatmap.write_cdf(w))?;
+    out.write(&with_suffix(output, "-section-hotness.csv"), |w| {
         heatmap.write_section_hotness(w)
     })?;
     for &size in &sizes[1..] {
         let path = if out.to_stdout {
-            args.output.clone()
+            output.to_path_buf()
         } else {
-            with_suffix(&args.output, &format!("-{size}"))
+            with_suffix(output, &format!("-{size}"))
         };
         out.say(&format!(
             "HEATMAP: dumping heatmap with bucket size {size} to {}",
@@ -206,16 +229,7 @@ pub fn run(args: Args) -> Result<()> {
         ))?;
         out.write(&path, |w| heatmap.write_text(w, size, &mut colors))?;
     }
-    out.stdout.flush().context("writing to standard output")?;
-    let svg_path = args
-        .svg
-        .clone()
-        .or_else(|| (!out.to_stdout).then(|| with_suffix(&args.output, ".svg")));
-    if let Some(path) = svg_path {
-        let svg = heatmap.svg(sizes[0]);
-        crate::output::write_atomic(&path, |w| Ok(w.write_all(svg.as_bytes())?))?;
-    }
-    Ok(())
+    out.stdout.flush().context("writing to standard output")
 }
 
 /// Where a heatmap's profile comes from (the options `pcmap heatmap` and `pcmap report` share).

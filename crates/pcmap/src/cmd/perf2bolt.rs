@@ -64,6 +64,75 @@ pub struct Args {
     /// Only aggregate samples of this process (perf.data input).
     #[arg(long = "pid")]
     pub pid: Option<u32>,
+    /// Show the profile density line (perf2bolt always does; accepted for compatibility).
+    #[arg(long = "show-density", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = llvm_bool)]
+    pub show_density: Option<bool>,
+    /// Share of the samples (parts per million) the density line covers, densest functions
+    /// first.
+    #[arg(
+        long = "profile-density-cutoff-hot",
+        value_name = "N",
+        default_value_t = 990_000,
+        allow_negative_numbers = true
+    )]
+    pub density_cutoff_hot: i32,
+    /// Density under which perf2bolt warns that the profile is sparse.
+    #[arg(
+        long = "profile-density-threshold",
+        value_name = "X",
+        default_value_t = 60.0,
+        allow_negative_numbers = true
+    )]
+    pub density_threshold: f64,
+    /// Write YAML blocks in BOLT's depth-first order (block ids and the function hash follow
+    /// that order; the header says `dfs-order: true`).
+    #[arg(long = "profile-use-dfs", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = llvm_bool)]
+    pub profile_use_dfs: bool,
+    /// Give traces recorded without their fall-through (pre-aggregated `B` records, the newest
+    /// branch-stack entry) the average fall-through length of the traces with the same branch,
+    /// as perf2bolt does.
+    #[arg(long = "impute-trace-fall-through", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", default_value = "false",
+          value_parser = llvm_bool)]
+    pub impute_trace_fall_through: bool,
+    /// Drop branch-stack entries from or to kernel addresses (perf2bolt's default; only `true`
+    /// is supported).
+    #[arg(long = "ignore-interrupt-lbr", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = llvm_bool)]
+    pub ignore_interrupt_lbr: Option<bool>,
+    /// No effect: perf2bolt always exits after writing the profile.
+    #[arg(long = "aggregate-only", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = llvm_bool)]
+    pub aggregate_only: Option<bool>,
+    /// No effect: memory profiles are not read (`0 memory objects`).
+    #[arg(long = "parse-mem-profile", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = llvm_bool)]
+    pub parse_mem_profile: Option<bool>,
+    /// No effect: memory profiles are not read.
+    #[arg(long = "filter-mem-profile", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = llvm_bool)]
+    pub filter_mem_profile: Option<bool>,
+    /// Also draw the profile's code heatmap into FILE, as llvm-bolt-heatmap does (FILE.csv,
+    /// FILE-section-hotness.csv and FILE-<size> at the zoom-out sizes too), before converting.
+    #[arg(long = "heatmap", value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
+    /// No effect: perf2bolt writes no binary.
+    #[arg(long = "bolt-info", value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = llvm_bool)]
+    pub bolt_info: Option<bool>,
+}
+
+/// A boolean as LLVM's option parser reads one (`--opt`, `--opt=true`, `--opt=0`, ...).
+fn llvm_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "" | "true" | "TRUE" | "True" | "1" => Ok(true),
+        "false" | "FALSE" | "False" | "0" => Ok(false),
+        _ => Err(format!(
+            "'{s}' is invalid value for boolean argument! Try 0 or 1"
+        )),
+    }
 }
 
 /// perf2bolt's warning when most of a profile does not match the binary.
@@ -107,6 +176,12 @@ fn write_outputs(
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.ignore_interrupt_lbr == Some(false) {
+        anyhow::bail!(
+            "--ignore-interrupt-lbr=false is not supported: branch-stack entries from or to \
+             kernel addresses are always dropped"
+        );
+    }
     // The binary is parsed once; everything below borrows this model.
     let bin_file = MappedFile::open(&args.binary)
         .with_context(|| format!("opening {}", args.binary.display()))?;
@@ -114,10 +189,24 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("reading {}", args.binary.display()))?;
     let image = BoltFunctions::discover(&binary)
         .with_context(|| format!("reading {}", args.binary.display()))?;
+    for f in image.functions() {
+        if image.has_symbol_inside(f.address) {
+            eprintln!(
+                "BOLT-ERROR: symbol seen in the middle of the function {}. Skipping.",
+                f.name()
+            );
+        }
+    }
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
     let bat = crate::inputs::bat_table(&binary, &args.binary)?;
     let bolted = bat.is_some();
+    if bolted && args.profile_use_dfs {
+        anyhow::bail!(
+            "{}: --profile-use-dfs is not supported for a BOLT-optimized binary (BAT profiles)",
+            args.binary.display()
+        );
+    }
 
     // Statistics go to stdout like perf2bolt's, or to stderr when the profile goes to stdout.
     let to_stdout = args.output.as_os_str() != "-";
@@ -157,6 +246,52 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let parsed = PreAggregated::merge(inputs.into_iter().map(|(p, _)| p));
+    if let Some(path) = &args.heatmap {
+        // perf2bolt's optional heatmap: every fall-through range and basic sample of the
+        // profile, drawn before aggregation.
+        say("PERF2BOLT: parse branch events...".to_string());
+        let builder = if let ([profile], true) = (&args.profiles[..], args.pre_aggregated) {
+            // One pre-aggregated file: its records one by one, as perf2bolt counts them
+            // (invalid ranges per record, not per distinct trace).
+            let file = MappedFile::open(profile)
+                .with_context(|| format!("opening {}", profile.display()))?;
+            crate::cmd::heatmap::read_profile(
+                &binary,
+                &crate::cmd::heatmap::ProfileInput {
+                    binary: &args.binary,
+                    profile,
+                    pre_aggregated: true,
+                    basic_events: args.basic_events,
+                    pid: args.pid,
+                    ignore_build_id: args.ignore_build_id,
+                },
+                file.bytes(),
+                pcmap_heatmap::HeatmapOptions::default(),
+                &mut crate::cmd::heatmap::Quiet,
+            )?
+        } else {
+            // perf.data: the distinct traces, as perf2bolt keeps them.
+            let mut builder = pcmap_heatmap::HeatmapBuilder::new(
+                &binary,
+                pcmap_heatmap::HeatmapOptions::default(),
+                pcmap_heatmap::Input::PreAggregated,
+            );
+            parsed.replay(&mut builder);
+            builder.set_samples(parsed.total_samples);
+            builder
+        };
+        let stats = builder.stats();
+        if stats.samples != 0 {
+            say("HEATMAP: building heat map...".to_string());
+            if stats.invalid_traces > 0 {
+                say(format!("HEATMAP: invalid traces: {}", stats.invalid_traces));
+            }
+        }
+        let heatmap = builder
+            .finish()
+            .with_context(|| format!("drawing the heatmap of {}", args.binary.display()))?;
+        crate::cmd::heatmap::dump_heatmap(&heatmap, path)?;
+    }
     if args.profile_format == ProfileFormat::Preagg {
         let mut n = 0;
         crate::output::write_atomic(&args.output, |w| {
@@ -173,6 +308,10 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     let agg = Aggregator::new(&image);
+    let mut parsed = parsed;
+    if args.impute_trace_fall_through && !args.basic_events {
+        agg.impute_fall_throughs(&mut parsed);
+    }
     // YAML profiles hash blocks: CFGs keep their decoded instructions for that.
     let yaml_output = args.yaml.is_some() || args.profile_format == ProfileFormat::Yaml;
     let agg = if yaml_output { agg.with_hashing() } else { agg };
@@ -183,10 +322,16 @@ pub fn run(args: Args) -> Result<()> {
     // perf2bolt writes the binary path as given on its command line.
     let binary_name = args.binary.display().to_string();
     let num_functions = image.functions().len();
+    let yaml_opts = yaml::YamlOptions {
+        dfs_order: args.profile_use_dfs,
+    };
     let function_stats;
+    let density;
     let written = if args.basic_events {
         let samples = agg.aggregate_samples(&parsed);
-        function_stats = agg.function_stats(&samples.profiled_functions(num_functions));
+        let profiled = samples.profiled_functions(num_functions);
+        function_stats = agg.function_stats(&profiled);
+        density = agg.density(&profiled, &samples.executed_bytes, &samples.sample_counts());
         say(format!(
             "PERF2BOLT: out of range samples recorded in unknown regions: {}{}",
             samples.out_of_range,
@@ -196,7 +341,8 @@ pub fn run(args: Args) -> Result<()> {
         if total > 0 && samples.out_of_range as f32 * 100.0 / total as f32 > 80.0 {
             say(MISMATCH_WARNING.to_string());
         }
-        let make_yaml = || yaml::sample_profile(&agg, &samples, &binary_name, &parsed.events);
+        let make_yaml =
+            || yaml::sample_profile_with(&agg, &samples, &binary_name, &parsed.events, yaml_opts);
         write_outputs(&args, make_yaml, |w| {
             fdata::write_samples(w, &image, &samples, &parsed.events, bolted)
         })?
@@ -204,7 +350,9 @@ pub fn run(args: Args) -> Result<()> {
         let bar = crate::progress::items(parsed.traces.len() as u64, "aggregating traces");
         let profile = agg.aggregate_traces(&parsed, &|n| bar.inc(n));
         bar.finish_and_clear();
-        function_stats = agg.function_stats(&profile.profiled_functions(num_functions));
+        let profiled = profile.profiled_functions(num_functions);
+        function_stats = agg.function_stats(&profiled);
+        density = agg.density(&profiled, &profile.executed_bytes, &profile.sample_counts());
         let s = profile.stats;
         say(format!(
             "PERF2BOLT: traces mismatching disassembled function contents: {}{}",
@@ -219,7 +367,8 @@ pub fn run(args: Args) -> Result<()> {
             s.out_of_range,
             pct(s.out_of_range, s.traces)
         ));
-        let make_yaml = || yaml::branch_profile(&agg, &profile, &binary_name, &parsed.events);
+        let make_yaml =
+            || yaml::branch_profile_with(&agg, &profile, &binary_name, &parsed.events, yaml_opts);
         let written = write_outputs(&args, make_yaml, |w| {
             fdata::write_branches(w, &image, &profile, bolted)
         })?;
@@ -235,6 +384,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     for line in function_stats.report_lines() {
         say(line);
+    }
+    // BOLT's density line. Not for basic samples of a BOLT-optimized binary: how BOLT sizes
+    // the sampled blocks of its non-simple BAT functions is not reproduced, and a wrong line is
+    // worse than none.
+    if !(args.basic_events && bolted) {
+        let report = density.report(args.density_cutoff_hot, args.density_threshold);
+        if let Some(w) = report.warning {
+            eprintln!("{w}");
+        }
+        say(report.info);
     }
     // As above: the CFGs and traces are left for the operating system to reclaim at exit.
     std::mem::forget(agg);
@@ -281,6 +440,17 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
     "pid",
     "perfdata-jobs",
     "pj",
+    "show-density",
+    "profile-density-cutoff-hot",
+    "profile-density-threshold",
+    "profile-use-dfs",
+    "impute-trace-fall-through",
+    "ignore-interrupt-lbr",
+    "aggregate-only",
+    "parse-mem-profile",
+    "filter-mem-profile",
+    "bolt-info",
+    "heatmap",
 ];
 
 /// Let `pcmap perf2bolt` replace `perf2bolt` in scripts: LLVM's command line takes long options
