@@ -264,16 +264,26 @@ fn block_hashes_match_perf2bolt_instruction_mix() {
     check(&a, "ctc", [95.0; 6], 15);
 }
 
-/// x87 floating point: `long double` code from clang -O2 and every x87 instruction form
+/// x87 floating point (`long double` code from clang -O2 and every x87 instruction form
 /// (memory sizes, st(i) operands, popping forms, conditional moves such as `fcmovnbe`, whose
-/// mnemonic is printed whole, and integer-operand forms such as `fisubrl`/`fidivl`). Every
-/// function and block hash must equal perf2bolt's.
+/// mnemonic is printed whole, and integer-operand forms such as `fisubrl`/`fidivl`), and AVX-512
+/// register moves. Every function and block hash must equal perf2bolt's.
 #[test]
-fn block_hashes_match_perf2bolt_x87() {
+fn block_hashes_match_perf2bolt_x87_and_avx512_registers() {
     let c_flags = [FLAGS, &["-lm"]].concat();
     let c = tk::build("block-hash-x87", &["perf2bolt/x87.c"], &c_flags);
     let forms = tk::build("block-hash-x87-forms", &["perf2bolt/x87_forms.s"], FLAGS);
-    for (bin, tag, min_blocks) in [(&c, "x87", 40), (&forms, "x87-forms", 1)] {
+    // AVX-512 register moves (`vmovaps %zmm31, %zmm3`, as in LLVM's entry-point-fallthru.s).
+    let avx = tk::build(
+        "block-hash-avx512-regs",
+        &["perf2bolt/avx512_regs.s"],
+        FLAGS,
+    );
+    for (bin, tag, min_blocks) in [
+        (&c, "x87", 40),
+        (&forms, "x87-forms", 1),
+        (&avx, "avx512-regs", 1),
+    ] {
         let a = measure(bin, tag);
         check(&a, tag, [100.0; 6], min_blocks);
         let (same, all) = a.functions;
