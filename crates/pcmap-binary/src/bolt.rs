@@ -12,7 +12,8 @@
 //! * a code section start without a function (`.init`, `.fini`, the original `.bolt.org.text`
 //!   of a BOLTed binary) becomes `<section>/N`;
 //! * a zero-size symbol takes the size of the FDE at its address; an FDE start outside every
-//!   function becomes `__BOLT_FDE_FUNCat<addr>`;
+//!   function becomes `__BOLT_FDE_FUNCat<addr>` (not in a `.plt*` section: the FDE GNU ld
+//!   writes for the PLT covers BOLT's PLT pseudo functions);
 //! * a lazily bound `.plt` (16-byte header and entries in `.rela.plt` order) gives the pseudo
 //!   functions `__BOLT_PSEUDO_.plt` and `name@PLT`;
 //! * zero-size functions extend to the next function; every function's *max size* reaches the
@@ -232,7 +233,11 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 .checked_sub(1)
                 .and_then(|j| known.get(j))
                 .is_some_and(|&(start, len)| address == start || address - start < len);
-            if !in_code(address) || covered {
+            // The FDE GNU ld writes for the PLT: BOLT's PLT pseudo functions own that code.
+            let in_plt = binary
+                .code_section_at(address)
+                .is_some_and(|s| s.name.starts_with(".plt"));
+            if !in_code(address) || covered || in_plt {
                 continue;
             }
             functions.push(BoltFunction {
