@@ -150,6 +150,8 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             })
             .collect();
         syms.sort_by_key(|s| (s.address, s.index));
+        // Addresses of functions made from an untyped label alone (see the section starts below).
+        let mut from_label: Vec<u64> = Vec::new();
         for &s in &syms {
             let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
             let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
@@ -172,7 +174,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             {
                 last.names.extend(names);
                 last.size = last.size.max(s.size);
+                if is_func {
+                    from_label.retain(|&a| a != s.address);
+                }
                 continue;
+            }
+            if is_label {
+                from_label.push(s.address);
             }
             functions.push(BoltFunction {
                 names,
@@ -187,6 +195,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         // of a section without one (say a `.noplt` section of stubs in a binary linked without
         // relocations) stays unknown, as perf2bolt leaves it. PLT sections get pseudo functions
         // below instead.
+        let mut section_starts: Vec<(u64, u64)> = Vec::new();
         for section in binary.code_sections() {
             let address = section.address;
             if section.name.starts_with(".plt") || functions.iter().any(|f| f.address == address) {
@@ -206,6 +215,27 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 size: 0,
                 max_size: 0,
                 kind: FunctionKind::Regular,
+            });
+            section_starts.push((address, address.saturating_add(section.size)));
+        }
+        // BOLT sees the section symbol in address order with the others: an untyped label
+        // after it (before any other function of the section) is inside that zero-size function,
+        // not a function of its own (say a global label left in the original code,
+        // `.bolt.org.text`, of a BOLTed binary).
+        if !section_starts.is_empty() && !from_label.is_empty() {
+            functions.sort_by_key(|f| f.address);
+            let mut open: Option<(u64, u64)> = None;
+            functions.retain(|f| {
+                if let Some(&range) = section_starts.iter().find(|r| r.0 == f.address) {
+                    open = Some(range);
+                    return true;
+                }
+                let inside = open.is_some_and(|(start, end)| f.address > start && f.address < end);
+                if inside && from_label.contains(&f.address) {
+                    return false;
+                }
+                open = None;
+                true
             });
         }
         // FDEs: sizes of zero-size symbols, and functions of code no symbol covers.
