@@ -91,6 +91,7 @@ fn substitute(arg: &str, case: &Case, t: &Path) -> String {
     let x86 = suite_dir().join("X86");
     arg.replace("%s", suite_dir().join(&case.source).to_str().unwrap())
         .replace("%p", x86.to_str().unwrap())
+        .replace("%S", x86.to_str().unwrap())
         .replace("%t", t.to_str().unwrap())
 }
 
@@ -110,29 +111,34 @@ fn expand(args: &[String], case: &Case, t: &Path) -> Vec<String> {
 }
 
 /// `nm --defined-only` of a binary: name -> value as nm prints it (16 hex digits); the last
-/// definition of a name wins, as in link_fdata.
-fn symbols(obj: &Path) -> HashMap<String, String> {
+/// definition of a name wins, as in link_fdata (the first with `no_redefine`).
+fn symbols(obj: &Path, no_redefine: bool) -> HashMap<String, String> {
     let out = tk::run_ok(
         Command::new(tk::tool("llvm-nm"))
             .arg("--defined-only")
             .arg(obj),
     );
-    out.lines()
-        .filter_map(|l| {
-            let mut it = l.splitn(3, ' ');
-            let (v, _, name) = (it.next()?, it.next()?, it.next()?);
-            Some((name.to_string(), v.to_string()))
-        })
-        .collect()
+    let mut map = HashMap::new();
+    for l in out.lines() {
+        let mut it = l.splitn(3, ' ');
+        let (Some(v), Some(_), Some(name)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if no_redefine && map.contains_key(name) {
+            continue;
+        }
+        map.insert(name.to_string(), v.to_string());
+    }
+    map
 }
 
 /// bolt/test/link_fdata.py's rules: the lines `# PREFIX: ...` of the source become a profile,
 /// `#sym#` replaced by the symbol's value (pre-aggregated records) or, in fdata records
 /// (`<0|1> anchor #sym# <0|1> anchor #sym# a b`), by its offset from the anchor symbol (its
 /// value when the first field is 0).
-fn link_fdata(source: &Path, obj: &Path, out: &Path, prefix: &str) {
+fn link_fdata(source: &Path, obj: &Path, out: &Path, prefix: &str, no_redefine: bool) {
     let text = std::fs::read_to_string(source).unwrap();
-    let syms = symbols(obj);
+    let syms = symbols(obj, no_redefine);
     let value = |name: &str| -> &str {
         syms.get(name)
             .unwrap_or_else(|| panic!("link_fdata: symbol {name} not defined in {}", obj.display()))
@@ -195,11 +201,19 @@ fn describe(cmd: &Command, out: &Output) -> String {
 fn build_step(args: &[String], case: &Case) {
     let (tool, rest) = args.split_first().expect("empty run step");
     if tool == "link_fdata" {
+        let no_redefine = rest.first().is_some_and(|a| a == "--no-redefine");
+        let rest = &rest[usize::from(no_redefine)..];
         let [src, obj, out, prefix @ ..] = rest else {
-            panic!("link_fdata needs SOURCE OBJECT OUTPUT [PREFIX]")
+            panic!("link_fdata needs [--no-redefine] SOURCE OBJECT OUTPUT [PREFIX]")
         };
         let prefix = prefix.first().map_or("FDATA", String::as_str);
-        link_fdata(Path::new(src), Path::new(obj), Path::new(out), prefix);
+        link_fdata(
+            Path::new(src),
+            Path::new(obj),
+            Path::new(out),
+            prefix,
+            no_redefine,
+        );
         return;
     }
     let mut cmd = Command::new(tk::tool(tool));
