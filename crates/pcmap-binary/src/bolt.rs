@@ -150,7 +150,8 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             })
             .collect();
         syms.sort_by_key(|s| (s.address, s.index));
-        // Addresses of functions made from an untyped label alone (see the section starts below).
+        // Addresses of functions made from a zero-size untyped label alone (see the section
+        // starts below).
         let mut from_label: Vec<u64> = Vec::new();
         for &s in &syms {
             let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
@@ -179,7 +180,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 }
                 continue;
             }
-            if is_label {
+            if is_label && s.size == 0 {
                 from_label.push(s.address);
             }
             functions.push(BoltFunction {
@@ -218,10 +219,10 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             });
             section_starts.push((address, address.saturating_add(section.size)));
         }
-        // BOLT sees the section symbol in address order with the others: an untyped label
-        // after it (before any other function of the section) is inside that zero-size function,
-        // not a function of its own (say a global label left in the original code,
-        // `.bolt.org.text`, of a BOLTed binary).
+        // BOLT sees the section symbol in address order with the others: a zero-size untyped
+        // label after it (before any other function of the section) is inside that zero-size
+        // function, not a function of its own (say a global label left in the original code,
+        // `.bolt.org.text`, of a BOLTed binary); a sized one is a function.
         if !section_starts.is_empty() && !from_label.is_empty() {
             functions.sort_by_key(|f| f.address);
             let mut open: Option<(u64, u64)> = None;
