@@ -12,7 +12,8 @@
 //! * a code section start without a function (`.init`, `.fini`, the original `.bolt.org.text`
 //!   of a BOLTed binary) becomes `<section>/N`;
 //! * a zero-size symbol takes the size of the FDE at its address; an FDE start outside every
-//!   function becomes `__BOLT_FDE_FUNCat<addr>`;
+//!   function becomes `__BOLT_FDE_FUNCat<addr>` (not in a `.plt*` section: the FDE GNU ld
+//!   writes for the PLT covers BOLT's PLT pseudo functions);
 //! * a lazily bound `.plt` (16-byte header and entries in `.rela.plt` order) gives the pseudo
 //!   functions `__BOLT_PSEUDO_.plt` and `name@PLT`;
 //! * zero-size functions extend to the next function; every function's *max size* reaches the
@@ -152,6 +153,9 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             })
             .collect();
         syms.sort_by_key(|s| (s.address, s.index));
+        // Addresses of functions made from a zero-size untyped label alone (see the section
+        // starts below).
+        let mut from_label: Vec<u64> = Vec::new();
         for &s in &syms {
             let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
             let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
@@ -174,7 +178,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             {
                 last.names.extend(names);
                 last.size = last.size.max(s.size);
+                if is_func {
+                    from_label.retain(|&a| a != s.address);
+                }
                 continue;
+            }
+            if is_label && s.size == 0 {
+                from_label.push(s.address);
             }
             functions.push(BoltFunction {
                 names,
@@ -189,6 +199,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         // of a section without one (say a `.noplt` section of stubs in a binary linked without
         // relocations) stays unknown, as perf2bolt leaves it. PLT sections get pseudo functions
         // below instead.
+        let mut section_starts: Vec<(u64, u64)> = Vec::new();
         for section in binary.code_sections() {
             let address = section.address;
             if section.name.starts_with(".plt") || functions.iter().any(|f| f.address == address) {
@@ -208,6 +219,27 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 size: 0,
                 max_size: 0,
                 kind: FunctionKind::Regular,
+            });
+            section_starts.push((address, address.saturating_add(section.size)));
+        }
+        // BOLT sees the section symbol in address order with the others: a zero-size untyped
+        // label after it (before any other function of the section) is inside that zero-size
+        // function, not a function of its own (say a global label left in the original code,
+        // `.bolt.org.text`, of a BOLTed binary); a sized one is a function.
+        if !section_starts.is_empty() && !from_label.is_empty() {
+            functions.sort_by_key(|f| f.address);
+            let mut open: Option<(u64, u64)> = None;
+            functions.retain(|f| {
+                if let Some(&range) = section_starts.iter().find(|r| r.0 == f.address) {
+                    open = Some(range);
+                    return true;
+                }
+                let inside = open.is_some_and(|(start, end)| f.address > start && f.address < end);
+                if inside && from_label.contains(&f.address) {
+                    return false;
+                }
+                open = None;
+                true
             });
         }
         // FDEs: sizes of zero-size symbols, and functions of code no symbol covers.
@@ -235,7 +267,11 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 .checked_sub(1)
                 .and_then(|j| known.get(j))
                 .is_some_and(|&(start, len)| address == start || address - start < len);
-            if !in_code(address) || covered {
+            // The FDE GNU ld writes for the PLT: BOLT's PLT pseudo functions own that code.
+            let in_plt = binary
+                .code_section_at(address)
+                .is_some_and(|s| s.name.starts_with(".plt"));
+            if !in_code(address) || covered || in_plt {
                 continue;
             }
             functions.push(BoltFunction {

@@ -29,7 +29,8 @@
 //! symbols (functions and labels inside the function: empty); RIP-relative displacements are
 //! symbols of the referenced address; other displacements and immediates only when the binary
 //! has a relocation at their bytes (`--emit-relocs`). A relocation against a real symbol keeps
-//! that symbol (`symbol + addend`); otherwise a referenced address is resolved like
+//! that symbol (`symbol + addend`) unless its target lies before the symbol; otherwise a
+//! referenced address is resolved like
 //! `BinaryContext::handleAddressRef`: jump tables and functions hash as nothing (a function
 //! interior as `Add` + offset), data as the address of the containing symbol plus the offset.
 //!
@@ -243,7 +244,9 @@ impl<'i, 'd> Context<'i, 'd> {
         reloc: Option<Reloc>,
         out: &mut Vec<u8>,
     ) {
-        match reloc.and_then(|r| r.symbol) {
+        // A relocation whose target lies before its symbol (`L4 - 24`, the base of a jump
+        // table indexed from 3) does not keep the symbol: BOLT resolves the target address.
+        match reloc.and_then(|r| r.symbol).filter(|&sym| addr >= sym) {
             Some(sym) => self.hash_symbol_ref(func, jump_tables, sym, addr, out),
             None => self.hash_address(func, jump_tables, addr, out),
         }

@@ -23,6 +23,8 @@ const FLAGS: &[&str] = &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
 struct Agreement {
     blocks: usize,
     fields: [usize; 6],
+    /// Functions whose function hash equals perf2bolt's, and functions compared.
+    functions: (usize, usize),
 }
 
 impl Agreement {
@@ -152,6 +154,7 @@ fn measure(bin: &Path, tag: &str) -> Agreement {
             }
         }
     }
+    a.functions = (fn_same2, fn_all);
     std::fs::write(dir.join("mismatches.txt"), &report).unwrap();
     eprintln!(
         "{tag}: {} blocks, {unknown} unknown instructions, function hashes {fn_same2}/{fn_all}; {}",
@@ -259,6 +262,34 @@ fn block_hashes_match_perf2bolt_instruction_mix() {
     let a = measure(&ctc, "ctc");
     // Measured: 21 of 21 blocks in every field; floor one block below (not a target).
     check(&a, "ctc", [95.0; 6], 15);
+}
+
+/// x87 floating point (`long double` code from clang -O2 and every x87 instruction form
+/// (memory sizes, st(i) operands, popping forms, conditional moves such as `fcmovnbe`, whose
+/// mnemonic is printed whole, and integer-operand forms such as `fisubrl`/`fidivl`), and AVX-512
+/// register moves. Every function and block hash must equal perf2bolt's.
+#[test]
+fn block_hashes_match_perf2bolt_x87_and_avx512_registers() {
+    let c_flags = [FLAGS, &["-lm"]].concat();
+    let c = tk::build("block-hash-x87", &["perf2bolt/x87.c"], &c_flags);
+    let forms = tk::build("block-hash-x87-forms", &["perf2bolt/x87_forms.s"], FLAGS);
+    // AVX-512 register moves (`vmovaps %zmm31, %zmm3`, as in LLVM's entry-point-fallthru.s).
+    let avx = tk::build(
+        "block-hash-avx512-regs",
+        &["perf2bolt/avx512_regs.s"],
+        FLAGS,
+    );
+    for (bin, tag, min_blocks) in [
+        (&c, "x87", 40),
+        (&forms, "x87-forms", 1),
+        (&avx, "avx512-regs", 1),
+    ] {
+        let a = measure(bin, tag);
+        check(&a, tag, [100.0; 6], min_blocks);
+        let (same, all) = a.functions;
+        assert!(all > 0, "{tag}: no function to compare");
+        assert_eq!(same, all, "{tag}: function hashes equal to perf2bolt's");
+    }
 }
 
 /// Floors for [`block_hashes_match_perf2bolt_instruction_mix`] (offset, opcode, instr, pred,

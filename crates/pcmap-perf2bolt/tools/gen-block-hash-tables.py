@@ -21,7 +21,7 @@ examples per key narrow ambiguous matches down); operands matching nothing becom
 
 Coverage is that of the corpus: instruction forms it lacks hash as unknown (their iced-x86 code name)
 (counted as unknown by block_hash). The committed table was generated from the test fixtures
-(p1, p4, the 2,500-function program, blockhash_mix.c builds), zstd 1.5.7 (the zstd-sys crate's
+(p1, p4, the 2,500-function program, blockhash_mix.c builds, x87.c and x87_forms.s), zstd 1.5.7 (the zstd-sys crate's
 sources; clang -O0/-O2/-O3 -march=x86-64-v3/-Os PIE, gcc -O2/-O3 -march=x86-64-v4) and Debian
 12 binaries: ls, grep, tar, gdb, perl, python3.11, vim.basic, openssl, libcrypto.so.3,
 libc.so.6, libm.so.6, libgmp.so.10, libmpfr.so.6, libsqlite3.so.0, liblzma.so.5,
@@ -116,11 +116,12 @@ def mnemonic(text, name, operands):
     indirect branches) are. A printed operand is literal when it names no register of the
     MCInst's operands and is not an immediate, address or memory reference built from them."""
     # A condition code is an operand embedded in the mnemonic (`cmov${cond}{l}`, `set${cond}`):
-    # the mnemonic ends before it.
+    # the mnemonic ends before it. The x87 conditional moves (`CMOVB_F`... `fcmovnbe`) spell
+    # their condition out in the asm string instead, so their mnemonic is the printed one.
     for prefix, mn in (("CMOV", "cmov"), ("SETCC", "set"), ("SETZUCC", "setzu"), ("JCC", "j"),
                        ("CFCMOV", "cfcmov"), ("CMPCCXADD", "cmp"), ("CCMP", "ccmp"),
                        ("CTEST", "ctest")):
-        if name.startswith(prefix):
+        if name.startswith(prefix) and not name.endswith("_F"):
             return mn
     words = text.replace("\t", " ").split(None, 1)
     if not words:

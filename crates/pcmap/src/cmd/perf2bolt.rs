@@ -376,7 +376,8 @@ pub fn run(args: Args) -> Result<()> {
         std::mem::forget(profile);
         written
     };
-    if args.profile_format != ProfileFormat::Preagg {
+    // perf2bolt's fdata writer prints this line; its YAML writer prints nothing.
+    if args.profile_format == ProfileFormat::Fdata {
         say(format!(
             "PERF2BOLT: wrote {written} objects and 0 memory objects to {}",
             args.output.display()
