@@ -46,7 +46,7 @@ struct Cli {
 enum Cmd {
     /// Aggregate a profile against a binary like perf2bolt and write it as a shard.
     Perf2bolt(Perf2boltArgs),
-    /// Convert an fdata, YAML or pre-aggregated profile to a shard.
+    /// Convert an fdata or pre-aggregated profile to a shard.
     Convert(ConvertArgs),
     /// Merge shards with merge-fdata's rules into fdata, YAML or a shard.
     Merge(MergeArgs),
@@ -79,8 +79,8 @@ struct OriginArgs {
 struct Perf2boltArgs {
     /// The binary the profile was collected on.
     binary: PathBuf,
-    /// Profile: perf.data, BOLT fdata or YAML (recognised by content), or pre-aggregated text
-    /// with --pa.
+    /// Profile: perf.data or BOLT fdata (recognised by content), or pre-aggregated text with
+    /// --pa.
     #[arg(short = 'p', long = "perfdata", value_name = "PROFILE")]
     profile: PathBuf,
     /// The profile is in perf2bolt's pre-aggregated format.
@@ -101,8 +101,8 @@ struct Perf2boltArgs {
 
 #[derive(clap::Args, Debug)]
 struct ConvertArgs {
-    /// Profile: BOLT fdata (perf2bolt's or merge-fdata's output), BOLT YAML, or with --pa
-    /// pre-aggregated text (the last two need --binary).
+    /// Profile: BOLT fdata (perf2bolt's or merge-fdata's output), or with --pa pre-aggregated
+    /// text (needs --binary).
     input: PathBuf,
     /// The binary the profile is of: fills the build-id, binary name and address columns.
     #[arg(long)]
@@ -382,8 +382,8 @@ fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
     )
 }
 
-/// Read `profile_path` as `pcmap perf2bolt` reads it (perf.data, fdata and YAML by content,
-/// pre-aggregated text when `pre_aggregated`), aggregate it against the binary like perf2bolt
+/// Read `profile_path` as `pcmap perf2bolt` reads it (perf.data and fdata by content,
+/// pre-aggregated text when `pre_aggregated`; YAML is refused), aggregate it against the binary like perf2bolt
 /// (BAT-translated on a BOLTed binary) and write the records as a shard.
 fn aggregate_to_shard(
     binary_path: &Path,
@@ -402,6 +402,11 @@ fn aggregate_to_shard(
     let bolted = bat.is_some();
     let kind_of = |path: &Path, data: &[u8]| -> Result<inputs::ProfileKind> {
         match inputs::detect_profile(data) {
+            Some(inputs::ProfileKind::Yaml) => bail!(
+                "{}: YAML profiles keep block counts, not perf2bolt's records: give the fdata, \
+                 perf.data or pre-aggregated profile",
+                path.display()
+            ),
             Some(kind) => Ok(kind),
             None if pre_aggregated => Ok(inputs::ProfileKind::PreAggregated),
             None => bail!(
@@ -446,12 +451,22 @@ fn aggregate_to_shard(
 
 fn convert(a: ConvertArgs) -> Result<()> {
     let input = open_binary(&a.input)?;
-    if inputs::detect_profile(input.bytes()) != Some(inputs::ProfileKind::Fdata) {
-        // YAML and pre-aggregated records need the binary's functions: aggregate them as
-        // `perf2bolt` does.
+    let kind = inputs::detect_profile(input.bytes());
+    if kind == Some(inputs::ProfileKind::Yaml) {
+        // Read back onto BOLT's CFG, a YAML profile gives its block and edge counts, not every
+        // record perf2bolt aggregated (calls to functions outside the profile are lost), so a
+        // shard made from it would not merge to the profile it came from.
+        bail!(
+            "{}: YAML profiles are not converted to shards (they keep block counts, not \
+             perf2bolt's records); convert the fdata of the same profile (perf2bolt -o)",
+            a.input.display()
+        );
+    }
+    if kind != Some(inputs::ProfileKind::Fdata) {
+        // Pre-aggregated records need the binary's functions: aggregate them as perf2bolt does.
         let Some(binary) = &a.binary else {
             bail!(
-                "{}: converting a YAML or pre-aggregated profile needs --binary",
+                "{}: converting a pre-aggregated profile needs --binary",
                 a.input.display()
             );
         };
@@ -546,65 +561,39 @@ fn merge(a: MergeArgs) -> Result<()> {
             };
             write_shard(&a.output, &merged.profile, &origin, &|_| None)?;
         }
-        MergeFormat::Preagg => {
+        MergeFormat::Preagg | MergeFormat::Yaml => {
             let path = a
                 .binary
                 .as_ref()
-                .context("pre-aggregated output needs --binary")?;
+                .context("this output format needs --binary")?;
             let file = open_binary(path)?;
             let binary = Binary::parse(file.bytes())
                 .with_context(|| format!("reading {}", path.display()))?;
             let image = BoltFunctions::discover(&binary)
                 .with_context(|| format!("reading {}", path.display()))?;
-            let agg = Aggregator::new(&image);
-            let (records, stats) = pcmap_perf2bolt::reread::to_preaggregated(&agg, &merged.profile)
-                .with_context(|| format!("the merged profile against {}", path.display()))?;
-            if stats.unknown_functions > 0 {
-                bail!(
-                    "{} records of the merged profile name functions {} does not have",
-                    stats.unknown_functions,
-                    path.display()
-                );
-            }
-            output::write_atomic(&a.output, |w| {
-                records.write(w)?;
+            let unknown = |n: u64| -> Result<()> {
+                if n > 0 {
+                    bail!(
+                        "{n} records of the merged profile name functions {} does not have",
+                        path.display()
+                    );
+                }
                 Ok(())
-            })?;
-        }
-        MergeFormat::Yaml => {
-            let path = a.binary.as_ref().context("YAML output needs --binary")?;
-            let file = open_binary(path)?;
-            let binary = Binary::parse(file.bytes())
-                .with_context(|| format!("reading {}", path.display()))?;
-            let image = BoltFunctions::discover(&binary)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let bat = inputs::bat_table(&binary, path)?;
-            if merged.profile.is_no_lbr() {
-                bail!("YAML output of basic-sample (no_lbr) shards is not supported; use fdata");
-            }
-            let agg = Aggregator::new(&image).with_hashing();
-            let agg = match &bat {
-                Some(t) => agg.with_bat(t),
-                None => agg,
             };
-            // The merged records back on the binary's functions: the one fdata reader of
-            // pcmap-perf2bolt (perf2bolt's record order).
-            let (branches, stats) = pcmap_perf2bolt::reread::from_fdata(&agg, &merged.profile)
-                .with_context(|| format!("the merged profile against {}", path.display()))?;
-            if stats.unknown_functions > 0 {
-                bail!(
-                    "{} records of the merged profile name functions {} does not have",
-                    stats.unknown_functions,
-                    path.display()
-                );
+            if a.format == MergeFormat::Preagg {
+                let agg = Aggregator::new(&image);
+                let (records, stats) =
+                    pcmap_perf2bolt::reread::to_preaggregated(&agg, &merged.profile).with_context(
+                        || format!("the merged profile against {}", path.display()),
+                    )?;
+                unknown(stats.unknown_functions)?;
+                output::write_atomic(&a.output, |w| {
+                    records.write(w)?;
+                    Ok(())
+                })?;
+            } else {
+                write_merged_yaml(&a.output, &binary, &image, path, &merged, &unknown)?;
             }
-            let y = pcmap_perf2bolt::yaml::branch_profile(
-                &agg,
-                &branches,
-                &path.display().to_string(),
-                &merged.events,
-            );
-            output::write_atomic(&a.output, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
         }
     }
     eprintln!(
@@ -613,6 +602,38 @@ fn merge(a: MergeArgs) -> Result<()> {
         merged.profile.lines.len()
     );
     Ok(())
+}
+
+/// The merged records as perf2bolt's YAML profile of `binary`.
+fn write_merged_yaml(
+    out: &Path,
+    binary: &Binary<'_>,
+    image: &BoltFunctions<'_, '_>,
+    path: &Path,
+    merged: &engine::Merged,
+    unknown: &dyn Fn(u64) -> Result<()>,
+) -> Result<()> {
+    let bat = inputs::bat_table(binary, path)?;
+    if merged.profile.is_no_lbr() {
+        bail!("YAML output of basic-sample (no_lbr) shards is not supported; use fdata");
+    }
+    let agg = Aggregator::new(image).with_hashing();
+    let agg = match &bat {
+        Some(t) => agg.with_bat(t),
+        None => agg,
+    };
+    // The merged records back on the binary's functions: the one fdata reader of
+    // pcmap-perf2bolt (perf2bolt's record order).
+    let (branches, stats) = pcmap_perf2bolt::reread::from_fdata(&agg, &merged.profile)
+        .with_context(|| format!("the merged profile against {}", path.display()))?;
+    unknown(stats.unknown_functions)?;
+    let y = pcmap_perf2bolt::yaml::branch_profile(
+        &agg,
+        &branches,
+        &path.display().to_string(),
+        &merged.events,
+    );
+    output::write_atomic(out, |w| Ok(pcmap_profile::yaml::write(w, &y)?))
 }
 
 fn query(a: QueryArgs) -> Result<()> {

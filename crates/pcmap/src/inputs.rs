@@ -127,15 +127,25 @@ pub fn read_profiles(
         match kind_of(path, file.bytes())? {
             kind @ (ProfileKind::Fdata | ProfileKind::Yaml) => {
                 let agg = agg()?;
-                let (records, stats) = if kind == ProfileKind::Fdata {
+                // fdata names no events; YAML keeps the sampled events in its header.
+                let (records, stats, events) = if kind == ProfileKind::Fdata {
                     let p = pcmap_profile::fdata::parse(file.bytes())
                         .with_context(|| format!("reading {}", path.display()))?;
-                    pcmap_perf2bolt::reread::from_fdata(agg, &p)
-                        .with_context(|| format!("reading {}", path.display()))?
+                    let (records, stats) = pcmap_perf2bolt::reread::from_fdata(agg, &p)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    (records, stats, Vec::new())
                 } else {
                     let p = pcmap_profile::yaml::parse(file.bytes())
                         .with_context(|| format!("reading {}", path.display()))?;
-                    pcmap_perf2bolt::reread::from_yaml(agg, &p)
+                    let (records, stats) = pcmap_perf2bolt::reread::from_yaml(agg, &p);
+                    let events = p
+                        .header
+                        .events
+                        .split(',')
+                        .filter(|e| !e.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    (records, stats, events)
                 };
                 if stats.unknown_functions + stats.stale_functions > 0 {
                     eprintln!(
@@ -148,7 +158,9 @@ pub fn read_profiles(
                 }
                 let mut sink = preagg::TraceSink::default();
                 pcmap_perf2bolt::reread::replay(agg, &records, &mut sink);
-                Ok((sink.finish(), None))
+                let mut replayed = sink.finish();
+                replayed.events = events;
+                Ok((replayed, None))
             }
             ProfileKind::PreAggregated => Ok((read_preaggregated(file.bytes(), path)?, None)),
             ProfileKind::PerfData => {

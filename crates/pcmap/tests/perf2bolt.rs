@@ -398,7 +398,7 @@ fn code_sections_without_symbols_match_perf2bolt() {
             ),
         )
         .unwrap();
-        let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, tag);
+        let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, tag, &[]);
         assert_eq!(
             expected.contains(".noplt/1"),
             tag == "relocs",
@@ -407,23 +407,27 @@ fn code_sections_without_symbols_match_perf2bolt() {
     }
 }
 
-/// Run perf2bolt 22 and pcmap on `prof` (pre-aggregated) with `-w`, in `dir`, and assert that
-/// fdata, YAML and printed statistics are equal; returns perf2bolt's fdata.
-fn fdata_yaml_and_stats_match_perf2bolt(bin: &Path, prof: &Path, dir: &Path, tag: &str) -> String {
+/// Run perf2bolt 22 and pcmap on `prof` (pre-aggregated) with `extra` options and `-w`, in
+/// `dir`, and assert that fdata, YAML and printed statistics are equal; returns perf2bolt's fdata.
+fn fdata_yaml_and_stats_match_perf2bolt(
+    bin: &Path,
+    prof: &Path,
+    dir: &Path,
+    tag: &str,
+    extra: &[&str],
+) -> String {
     let yaml = dir.join("p2b.yaml");
-    let (expected, p2b_stdout) = support::perf2bolt(
-        bin,
-        prof,
-        &dir.join("p2b.fdata"),
-        &["-w", yaml.to_str().unwrap()],
-    );
     let ours_yaml = dir.join("pcmap.yaml");
-    let out = pcmap(
-        bin,
-        prof,
-        &dir.join("pcmap.fdata"),
-        &["-w", ours_yaml.to_str().unwrap()],
-    );
+    let with_yaml = |y: &Path| -> Vec<String> {
+        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        v.extend(["-w".to_string(), y.display().to_string()]);
+        v
+    };
+    let (theirs, ours) = (with_yaml(&yaml), with_yaml(&ours_yaml));
+    let theirs: Vec<&str> = theirs.iter().map(String::as_str).collect();
+    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+    let (expected, p2b_stdout) = support::perf2bolt(bin, prof, &dir.join("p2b.fdata"), &theirs);
+    let out = pcmap(bin, prof, &dir.join("pcmap.fdata"), &ours);
     tk::assert_success("pcmap perf2bolt", &out);
     assert_eq!(
         std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
@@ -476,7 +480,7 @@ fn labels_inside_functions_match_perf2bolt() {
         ),
     )
     .unwrap();
-    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "labels");
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "labels", &[]);
     // The label fall-through is there (the check has teeth).
     assert!(
         expected.lines().count() >= 4,
@@ -727,33 +731,9 @@ fn no_op_options_are_accepted_like_perf2bolt() {
         "-bolt-info",
         "--ignore-interrupt-lbr=true",
         "--show-density",
-        "-w",
     ];
-    let with_yaml = |name: &str| -> Vec<String> {
-        let mut v: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        v.push(dir.join(name).display().to_string());
-        v
-    };
-    let theirs = with_yaml("p2b.yaml");
-    let theirs: Vec<&str> = theirs.iter().map(String::as_str).collect();
-    let (expected, p2b_stdout) = support::perf2bolt(&p1, &prof, &dir.join("p2b.fdata"), &theirs);
-    let ours = with_yaml("pcmap.yaml");
-    let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
-    let out = pcmap(&p1, &prof, &dir.join("pcmap.fdata"), &ours);
-    tk::assert_success("pcmap perf2bolt", &out);
-    assert!(expected.lines().count() > 10, "{p2b_stdout}");
-    assert_eq!(
-        std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
-        expected
-    );
-    assert_eq!(
-        std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
-        std::fs::read_to_string(dir.join("p2b.yaml")).unwrap()
-    );
-    assert_eq!(
-        support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
-        support::stat_lines(&p2b_stdout)
-    );
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&p1, &prof, &dir, "no-op options", &extra);
+    assert!(expected.lines().count() > 10, "{expected}");
 }
 
 /// A function with a sized data object in its middle (`f_table` in `f`): BOLT's
@@ -802,7 +782,7 @@ fn functions_with_a_symbol_inside_match_perf2bolt() {
     let dir = tk::scratch_dir("cli-perf2bolt-ignored");
     let prof = dir.join("prof.pa");
     std::fs::write(&prof, lines.join("\n") + "\n").unwrap();
-    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "ignored");
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "ignored", &[]);
     // f's branch is recorded, its fall-throughs are not (the check has teeth).
     assert!(
         expected.lines().any(|l| l.starts_with("1 f ")),
