@@ -449,6 +449,20 @@ fn fdata_yaml_and_stats_match_perf2bolt(
     expected
 }
 
+/// The address of a symbol of `bin`, as llvm-nm 22 lists it (panics naming the symbol and
+/// llvm-nm's output when it is missing).
+fn symbol_addresses(bin: &Path) -> impl Fn(&str) -> u64 {
+    let nm = tk::run_ok(Command::new(tk::tool("llvm-nm")).arg(bin));
+    move |name: &str| -> u64 {
+        nm.lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 3 && f[2] == name).then(|| tk::hex(f[0]))
+            })
+            .unwrap_or_else(|| panic!("{name} in llvm-nm output:\n{nm}"))
+    }
+}
+
 /// Symbols inside functions: BOLT starts a block at each zero-sized symbol or local label after
 /// the function's start (a secondary entry point) up to the first symbol that is neither, so
 /// fall-throughs across them are recorded and the YAML has those blocks. fdata and YAML equal
@@ -456,15 +470,7 @@ fn fdata_yaml_and_stats_match_perf2bolt(
 #[test]
 fn labels_inside_functions_match_perf2bolt() {
     let bin = tk::build("perf2bolt-labels", &["perf2bolt/labels.s"], FLAGS);
-    let nm = tk::run_ok(Command::new(tk::tool("llvm-nm")).arg(&bin));
-    let sym = |name: &str| -> u64 {
-        nm.lines()
-            .find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.len() == 3 && f[2] == name).then(|| tk::hex(f[0]))
-            })
-            .unwrap_or_else(|| panic!("{name} in llvm-nm output:\n{nm}"))
-    };
+    let sym = symbol_addresses(&bin);
     // Each loop's `jne` is the 2-byte instruction before the next `call`/`ret`: take the loop
     // back-edge, then fall through the labels to it.
     let main_jne = sym("main_inner") + 3;
@@ -745,15 +751,7 @@ fn no_op_options_are_accepted_like_perf2bolt() {
 #[test]
 fn functions_with_a_symbol_inside_match_perf2bolt() {
     let bin = tk::build("perf2bolt-ignored", &["perf2bolt/ignored.s"], FLAGS);
-    let nm = tk::run_ok(Command::new(tk::tool("llvm-nm")).arg(&bin));
-    let sym = |name: &str| -> u64 {
-        nm.lines()
-            .find_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.len() == 3 && f[2] == name).then(|| tk::hex(f[0]))
-            })
-            .unwrap_or_else(|| panic!("{name} in llvm-nm output:\n{nm}"))
-    };
+    let sym = symbol_addresses(&bin);
     let (main_loop, f, f_loop, f_end, g, g_loop) = (
         sym("main_loop"),
         sym("f"),
