@@ -168,12 +168,8 @@ pub fn run(args: Args) -> Result<()> {
         &mut out,
     )?;
     out.say("PERF2BOLT: parse branch events...")?;
-    let read = heatmap.stats();
-    if read.samples != 0 {
-        out.say("HEATMAP: building heat map...")?;
-        if read.invalid_traces > 0 {
-            out.say(&format!("HEATMAP: invalid traces: {}", read.invalid_traces))?;
-        }
+    for line in building_lines(&heatmap.stats()) {
+        out.say(&line)?;
     }
     out.stdout.flush().context("writing to standard output")?;
     let heatmap: Heatmap = heatmap
@@ -196,6 +192,18 @@ pub fn run(args: Args) -> Result<()> {
 /// map at the first block size, `.csv` (cumulative distribution), `-section-hotness.csv`, then
 /// the map at each zoom-out size (`-<size>`), printing its `HEATMAP: dumping ...` lines. Also
 /// what perf2bolt 22 writes for `--heatmap`.
+/// The lines llvm-bolt-heatmap (and perf2bolt's `--heatmap`) prints before drawing the map.
+pub(crate) fn building_lines(read: &pcmap_heatmap::Stats) -> Vec<String> {
+    let mut lines = Vec::new();
+    if read.samples != 0 {
+        lines.push("HEATMAP: building heat map...".to_string());
+        if read.invalid_traces > 0 {
+            lines.push(format!("HEATMAP: invalid traces: {}", read.invalid_traces));
+        }
+    }
+    lines
+}
+
 pub(crate) fn dump_heatmap(heatmap: &Heatmap, output: &Path) -> Result<()> {
     let mut out = Out {
         to_stdout: output.as_os_str() == "-",

@@ -280,12 +280,8 @@ pub fn run(args: Args) -> Result<()> {
             builder.set_samples(parsed.total_samples);
             builder
         };
-        let stats = builder.stats();
-        if stats.samples != 0 {
-            say("HEATMAP: building heat map...".to_string());
-            if stats.invalid_traces > 0 {
-                say(format!("HEATMAP: invalid traces: {}", stats.invalid_traces));
-            }
+        for line in crate::cmd::heatmap::building_lines(&builder.stats()) {
+            say(line);
         }
         let heatmap = builder
             .finish()
