@@ -154,7 +154,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .collect();
         syms.sort_by_key(|s| (s.address, s.index));
         // Addresses of functions made from a zero-size untyped label alone (see the section
-        // starts below).
+        // starts below), increasing: symbols come in address order.
         let mut from_label: Vec<u64> = Vec::new();
         for &s in &syms {
             let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
@@ -178,8 +178,10 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             {
                 last.names.extend(names);
                 last.size = last.size.max(s.size);
-                if is_func {
-                    from_label.retain(|&a| a != s.address);
+                // A typed symbol at the same address: no longer a function of a label alone (it
+                // can only be the last one recorded).
+                if is_func && from_label.last() == Some(&s.address) {
+                    from_label.pop();
                 }
                 continue;
             }
@@ -235,7 +237,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                     return true;
                 }
                 let inside = open.is_some_and(|(start, end)| f.address > start && f.address < end);
-                if inside && from_label.contains(&f.address) {
+                if inside && from_label.binary_search(&f.address).is_ok() {
                     return false;
                 }
                 open = None;
