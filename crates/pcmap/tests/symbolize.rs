@@ -30,13 +30,20 @@ fn fixtures() -> Vec<(&'static str, PathBuf)> {
 
 /// Every third address from 0 to 64 bytes past the highest defined symbol (`_end`).
 fn addresses(bin: &Path) -> Vec<String> {
+    (0..image_end(bin) + 64)
+        .step_by(3)
+        .map(|a| format!("{a:#x}"))
+        .collect()
+}
+
+/// The end of the highest defined symbol (`_end`), from llvm-nm.
+fn image_end(bin: &Path) -> u64 {
     let nm = run_ok(
         Command::new(tool("llvm-nm"))
             .args(["-S", "--defined-only"])
             .arg(bin),
     );
-    let end = nm
-        .lines()
+    nm.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let a = u64::from_str_radix(f.first()?, 16).ok()?;
@@ -48,11 +55,7 @@ fn addresses(bin: &Path) -> Vec<String> {
             Some(a + size)
         })
         .max()
-        .expect("symbols");
-    (0..end + 64)
-        .step_by(3)
-        .map(|a| format!("{a:#x}"))
-        .collect()
+        .expect("symbols")
 }
 
 /// Address and size of `.text`, from llvm-readelf.
@@ -440,7 +443,8 @@ fn cxx_names_are_demangled_as_llvm_symbolizer_does() {
         // linker discarded (their sequences are tombstoned at address 0, so they overlay the ELF
         // header and the dynamic tables); pcmap, like addr2line, leaves discarded code out.
         let low = text_section(&bin).0.saturating_sub(0x1000);
-        let end = addresses(&bin).len() as u64 * 3;
+        // The end of the range `addresses` covers (whole steps of 3), without listing it.
+        let end = (image_end(&bin) + 64).div_ceil(3) * 3;
         // A fixed pseudo-random sample (a linear congruential sequence).
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let addrs: Vec<String> = (0..2000)
