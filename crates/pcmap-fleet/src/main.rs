@@ -371,6 +371,7 @@ fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
         pid: None,
         ignore_build_id: a.ignore_build_id,
         sample_ips: false,
+        max_samples: None,
     };
     aggregate_to_shard(
         &a.binary,
@@ -475,6 +476,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
             pid: None,
             ignore_build_id: false,
             sample_ips: false,
+            max_samples: None,
         };
         return aggregate_to_shard(
             binary,

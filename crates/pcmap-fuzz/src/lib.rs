@@ -643,6 +643,7 @@ pub fn events_perf_data(data: &[u8]) {
                 pid,
                 ignore_build_id: true,
                 sample_ips: !basic,
+                max_samples: None,
             };
             let mut seq = Count(0);
             let one = events::read_perf_data(&file, &desc, &opts, &mut seq);

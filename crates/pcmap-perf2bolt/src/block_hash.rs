@@ -114,6 +114,8 @@ pub struct Context<'i, 'd> {
     data: Vec<(u64, u64)>,
     /// Relocations in code: address of the relocated bytes -> relocation.
     relocs: HashMap<u64, Reloc>,
+    /// Hash as llvm-bolt does when it reads a profile ([`Context::llvm_bolt_view`]).
+    llvm_bolt_view: bool,
 }
 
 /// A relocation against code bytes (binaries linked with `--emit-relocs`).
@@ -177,7 +179,20 @@ impl<'i, 'd> Context<'i, 'd> {
             image,
             data,
             relocs,
+            llvm_bolt_view: false,
         }
+    }
+
+    /// Hash as llvm-bolt 22 does when it reads a profile, rather than as perf2bolt writes one.
+    /// The two differ on relocation-mode binaries: perf2bolt disassembles in strict mode, where an
+    /// indirect jump of a function without internal references is a tail call (`JMP32r`/`JMP32m`,
+    /// mnemonic `jmpl*`), while llvm-bolt runs outside strict mode and keeps such a jump as
+    /// `JMP64r`/`JMP64m` (`jmpq*`) unless its block shows a tail call
+    /// ([`Cfg::tail_call_outside_strict_mode`]). So llvm-bolt finds perf2bolt's own profile of,
+    /// for one, crtstuff's `deregister_tm_clones` stale on the very binary it was written for.
+    pub fn llvm_bolt_view(mut self) -> Self {
+        self.llvm_bolt_view = true;
+        self
     }
 
     /// The data symbol BOLT would find for `addr` (`getBinaryDataContainingAddress`: only the
@@ -547,7 +562,8 @@ fn block_strings(
             // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
             // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
             // out. Other instructions take the table's names.
-            let tail_form = insn.indirect == Some(IndirectJump::TailCall);
+            let tail_form = insn.indirect == Some(IndirectJump::TailCall)
+                && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
             let names = match (insn.flow, entry) {
                 (Flow::CondJump, _) => "JCC_1",
                 (Flow::Jump, _) if !insn.tail_call => continue,

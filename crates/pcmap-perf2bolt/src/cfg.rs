@@ -228,19 +228,34 @@ impl Cfg {
         (b.end_insn > b.first_insn).then(|| &self.insns[b.end_insn as usize - 1])
     }
 
-    /// Whether llvm-bolt keeps this CFG when it runs outside strict mode (its default; perf2bolt
-    /// aggregates in strict mode, which is how CFGs of relocation-mode binaries are built here):
-    /// a multi-block function with an indirect tail call that has no memory location for its
-    /// target in its block is not simple there (see [`IndirectJump::Unanalyzable`]).
+    /// Whether llvm-bolt can optimize this function when it runs outside strict mode (its
+    /// default; perf2bolt aggregates in strict mode, which is how CFGs of relocation-mode
+    /// binaries are built here): in a multi-block function, every indirect jump through no
+    /// recognised jump table must be a tail call there too
+    /// ([`Cfg::tail_call_outside_strict_mode`]); otherwise llvm-bolt fails to post-process the
+    /// function's indirect branches and leaves it alone (it keeps the CFG in relocation mode).
     pub fn simple_outside_strict_mode(&self) -> bool {
         self.simple
-            && (self.blocks.len() == 1
-                || self.blocks.iter().all(|b| {
-                    let insns = &self.insns[b.first_insn as usize..b.end_insn as usize];
-                    insns.iter().enumerate().all(|(k, i)| {
-                        !(i.flow == Flow::IndirectJump && i.tail_call && unanalyzable(&insns[..=k]))
-                    })
-                }))
+            && self.blocks.iter().all(|b| {
+                (b.first_insn as usize..b.end_insn as usize).all(|k| {
+                    let i = &self.insns[k];
+                    !(i.flow == Flow::IndirectJump && i.tail_call)
+                        || self.tail_call_outside_strict_mode(b, k)
+                })
+            })
+    }
+
+    /// Whether the indirect jump `insns[k]` of `block`, a tail call here (strict mode, see
+    /// [`IndirectJump::TailCall`]), is one for llvm-bolt outside strict mode too: in a
+    /// single-block function, or when its block has a memory location for the target and the
+    /// jump loads it from a fixed place or follows epilogue code. Otherwise llvm-bolt keeps it a
+    /// plain indirect jump (and does not optimize the function).
+    pub fn tail_call_outside_strict_mode(&self, block: &Block, k: usize) -> bool {
+        let prefix = &self.insns[block.first_insn as usize..=k];
+        self.blocks.len() == 1
+            || (!unanalyzable(prefix)
+                && (self.insns[k].fixed_memory_target
+                    || prefix[..prefix.len() - 1].iter().any(|i| i.epilogue)))
     }
 
     /// The instruction starting exactly at `offset`.

@@ -16,7 +16,8 @@
 //! * [`reread`]: fdata and YAML profiles read back onto the binary, as records and as the branch
 //!   events that give them (for block-level consumers such as Propeller);
 //! * [`block_hash`]: BOLT's function hash and block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
-//!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated).
+//!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated);
+//! * [`stale`]: llvm-bolt's matching of a stale profile's blocks to a new build.
 //!
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
 //! ([`aggregate::Aggregator::with_bat`]) for fdata and BAT YAML output.
@@ -35,6 +36,7 @@ pub mod fdata;
 pub mod preagg;
 pub mod quality;
 pub mod reread;
+pub mod stale;
 pub mod stringmap;
 pub mod yaml;
 

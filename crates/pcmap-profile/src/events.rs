@@ -291,6 +291,9 @@ pub struct PerfOptions {
     pub ignore_build_id: bool,
     /// In branch mode, also send each sample's ip as a [`Sample`] (block profiles count both).
     pub sample_ips: bool,
+    /// In branch mode, stop after this many samples of the file, counting those of every
+    /// process (perf2bolt's `--max-samples`). The file is then read in one piece.
+    pub max_samples: Option<u64>,
 }
 
 /// Counts perf2bolt prints while reading perf.data.
@@ -655,6 +658,8 @@ pub fn read_perf_data_parallel<S: ParallelSink>(
     let threads = rayon::current_num_threads().max(1);
     let parts = whole.len().div_ceil(32 << 20).max(threads * 4);
     let (reader, stats, pieces) = SampleReader::new(file, bin, opts, parts, done)?;
+    // A sample limit counts from the start of the file: read it in order, in one piece.
+    let pieces = pieces.filter(|_| opts.max_samples.is_none());
     let Some(pieces) = pieces else {
         let mut sink = init();
         let mut stats = stats;
@@ -769,10 +774,14 @@ impl<'f, 'data> SampleReader<'f, 'data> {
     ) -> Result<(), PerfError> {
         let (maps, names, opts) = (&self.maps, &self.names, self.opts);
         let mut last_attr = usize::MAX;
+        let limit = opts.max_samples.filter(|_| !opts.basic);
         self.file.for_each_record_in(range, None, |r| {
             let Record::Sample(s) = r else {
                 return true;
             };
+            if limit.is_some_and(|m| stats.total_samples >= m) {
+                return false;
+            }
             read_sample(s, maps, names, opts, &mut last_attr, sink, stats);
             true
         })?;

@@ -379,15 +379,50 @@ fn stale(h: &mut String, r: &Report) {
         s.changed,
         s.missing
     );
+    if let Some(b) = s.blocks.filter(|b| b.stale.blocks > 0) {
+        let part = |c: pcmap_perf2bolt::stale::BlockCount| {
+            format!(
+                "{} blocks ({} of the blocks, {} of their samples)",
+                c.blocks,
+                pct(c.blocks as f64 / b.stale.blocks as f64),
+                pct(if b.stale.samples == 0 {
+                    0.0
+                } else {
+                    c.samples as f64 / b.stale.samples as f64
+                })
+            )
+        };
+        let _ = writeln!(
+            h,
+            "<p>The changed functions' profiles list {} blocks with {} samples. Matched to the \
+             new build's blocks as <code>llvm-bolt --infer-stale-profile</code> matches them: \
+             exactly {}; by their callees {}; by their opcodes only {}.</p>",
+            b.stale.blocks,
+            b.stale.samples,
+            part(b.exact),
+            part(b.call),
+            part(b.loose)
+        );
+    }
     if !s.functions.is_empty() {
-        h.push_str("<table><tr><th>function</th><th>count</th><th>status</th></tr>\n");
+        h.push_str(
+            "<table><tr><th>function</th><th>count</th><th>status</th>\
+             <th>blocks matched exactly / by calls / loosely, of profiled</th></tr>\n",
+        );
         for f in s.functions.iter().take(30) {
+            let blocks = f.blocks.map_or(String::new(), |b| {
+                format!(
+                    "{} / {} / {} of {}",
+                    b.exact.blocks, b.call.blocks, b.loose.blocks, b.stale.blocks
+                )
+            });
             let _ = writeln!(
                 h,
-                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td></tr>",
+                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
                 escape(&f.name),
                 f.count,
-                f.status
+                f.status,
+                blocks
             );
         }
         h.push_str("</table>");

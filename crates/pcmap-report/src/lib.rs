@@ -6,7 +6,8 @@
 //! ([`pcmap_perf2bolt::quality::read_branch_profile`]) and BOLT's profile-quality figures — plus
 //! optional sections: samples attributed to inlined callees ([`inline_hotness`], from the DWARF
 //! frames of `pcmap-inline`) and the share of the profile that is stale for a new build
-//! ([`staleness`], from BOLT's function hashes). [`html::write`] renders it as one self-contained
+//! ([`staleness`], from BOLT's function hashes, with llvm-bolt's block matching of the changed
+//! functions' profiles, [`pcmap_perf2bolt::stale`]). [`html::write`] renders it as one self-contained
 //! page (inline CSS and SVG, no external resource); the report serializes to JSON (serde) as the
 //! page's twin for scripts.
 //!
@@ -162,6 +163,10 @@ pub struct Staleness {
     pub stale_share: f64,
     /// The stale functions, hottest first.
     pub functions: Vec<StaleFunction>,
+    /// How the changed functions' profiled blocks match the new build's blocks, as llvm-bolt
+    /// `--infer-stale-profile` matches them (its "inference found an exact match for ..." lines;
+    /// `samples` are the blocks' YAML `exec` counts). Absent without a branch profile.
+    pub blocks: Option<pcmap_perf2bolt::stale::MatchStats>,
 }
 
 /// One stale function.
@@ -173,6 +178,8 @@ pub struct StaleFunction {
     pub count: u64,
     /// `changed` or `missing`.
     pub status: &'static str,
+    /// For a changed function, how its profiled blocks match the new build's.
+    pub blocks: Option<pcmap_perf2bolt::stale::MatchStats>,
 }
 
 fn share(n: u64, total: u64) -> f64 {
@@ -533,19 +540,27 @@ pub fn inline_hotness(
     Ok(out)
 }
 
-/// The stale share of `report`'s profile for a new build: each profiled function of `old` is
-/// looked up by name in `new`; its profile is stale when `new` has no such function, or when
-/// BOLT's hash of the two differs (`pcmap_perf2bolt::block_hash::function_hash`, the `hash` of
-/// perf2bolt's YAML profiles, which llvm-bolt checks before it uses a function's profile). Both
+/// The stale share of `report`'s profile for a new build, as llvm-bolt 22 `-report-stale`
+/// finds it: each profiled function of `old` is looked up by name in `new`; its profile is stale
+/// when `new` has no such function, or when `new`'s function is one llvm-bolt optimizes and its
+/// hash there differs from the old build's (`pcmap_perf2bolt::block_hash::function_hash`: the
+/// `hash` of perf2bolt's YAML profiles for the old build, llvm-bolt's reading view for the new
+/// one, [`pcmap_perf2bolt::block_hash::Context::llvm_bolt_view`]). Both
 /// aggregators must keep decoded instructions ([`Aggregator::with_hashing`]). BOLTed binaries:
 /// not supported (returns `None`).
+///
+/// With `old_yaml`, the YAML profile of the same aggregation
+/// ([`pcmap_perf2bolt::yaml::branch_profile`]), the profiled blocks of every function llvm-bolt
+/// would find stale in the new build (same name; other function hash or block count; a CFG in
+/// the new build) are matched to the new blocks ([`pcmap_perf2bolt::stale`]).
 pub fn staleness(
     report: &Report,
     old: &Aggregator<'_, '_>,
     new: &Aggregator<'_, '_>,
     new_binary: &str,
+    old_yaml: Option<&pcmap_profile::yaml::Profile>,
 ) -> Option<Staleness> {
-    use pcmap_perf2bolt::block_hash;
+    use pcmap_perf2bolt::{block_hash, stale};
     if old.is_bat() {
         return None;
     }
@@ -562,7 +577,8 @@ pub fn staleness(
         }
     }
     let old_ctx = block_hash::Context::new(old.image());
-    let new_ctx = block_hash::Context::new(new.image());
+    // The new build hashed as llvm-bolt does when it reads the profile.
+    let new_ctx = block_hash::Context::new(new.image()).llvm_bolt_view();
     let hash = |ctx: &block_hash::Context<'_, '_>, agg: &Aggregator<'_, '_>, i: usize| {
         let f = &agg.image().functions()[i];
         if f.kind != FunctionKind::Regular {
@@ -571,6 +587,40 @@ pub fn staleness(
         let cfg = agg.cfg(i);
         cfg.simple.then(|| block_hash::function_hash(ctx, f, cfg).0)
     };
+    // Block matching, function by function of the YAML profile.
+    let mut matched: FxHashMap<&str, stale::MatchStats> = FxHashMap::default();
+    let blocks = old_yaml.map(|profile| {
+        let names_by_id: std::collections::HashMap<u32, &str> = profile
+            .functions
+            .iter()
+            .map(|f| (f.id, f.name.as_str()))
+            .collect();
+        let mut total = stale::MatchStats::default();
+        for yf in &profile.functions {
+            let Some(&ni) = new_by_name.get(yf.name.as_str()) else {
+                continue;
+            };
+            let f = &new_funcs[ni];
+            let cfg = new.cfg(ni);
+            if f.kind != FunctionKind::Regular || !cfg.simple || cfg.blocks.is_empty() {
+                continue;
+            }
+            let (hash, block_hashes, _) = block_hash::hashes(&new_ctx, f, cfg);
+            if hash == yf.hash && yf.num_basic_blocks as usize == cfg.blocks.len() {
+                continue;
+            }
+            let new_calls = stale::binary_call_hashes(new.image(), f, cfg);
+            let profile_calls: Vec<u64> = yf
+                .blocks
+                .iter()
+                .map(|b| stale::profile_call_hash(b, &names_by_id))
+                .collect();
+            let m = stale::match_function(yf, &profile_calls, &block_hashes, &new_calls);
+            total.merge(&m);
+            matched.insert(yf.name.as_str(), m);
+        }
+        total
+    });
     let mut out = Staleness {
         new_binary: new_binary.to_string(),
         total: 0,
@@ -578,6 +628,7 @@ pub fn staleness(
         missing: 0,
         stale_share: 0.0,
         functions: Vec::new(),
+        blocks,
     };
     for fh in &report.functions {
         out.total = out.total.wrapping_add(fh.count);
@@ -586,9 +637,14 @@ pub fn staleness(
         };
         let status = match new_by_name.get(fh.name.as_str()) {
             None => Some("missing"),
+            // llvm-bolt reports a profile stale only for a function it can optimize (simple
+            // outside strict mode) whose hash changed.
             Some(&ni) => {
-                let (a, b) = (hash(&old_ctx, old, oi), hash(&new_ctx, new, ni));
-                (a != b).then_some("changed")
+                let simple = new.cfg(ni).simple_outside_strict_mode();
+                match (hash(&old_ctx, old, oi), hash(&new_ctx, new, ni)) {
+                    (Some(a), Some(b)) if simple && a != b => Some("changed"),
+                    _ => None,
+                }
             }
         };
         match status {
@@ -600,6 +656,7 @@ pub fn staleness(
             name: fh.name.clone(),
             count: fh.count,
             status: status.unwrap_or("changed"),
+            blocks: matched.get(fh.name.as_str()).copied(),
         });
     }
     out.stale_share = share(out.changed.wrapping_add(out.missing), out.total);

@@ -184,47 +184,73 @@ pub fn build_with(compiler: &str, name: &str, sources: &[&str], flags: &[&str]) 
     out
 }
 
-/// libFuzzer's C++ sources (real C++ with exceptions, about 7,800 lines) from the `libfuzzer-sys`
-/// crate `fuzz/Cargo.lock` pins (in cargo's registry once `cargo fetch --manifest-path
-/// fuzz/Cargo.toml` ran), without the files for other systems.
-pub fn libfuzzer_sources() -> Vec<PathBuf> {
-    let lock = std::fs::read_to_string(workspace_root().join("fuzz/Cargo.lock"))
-        .expect("read fuzz/Cargo.lock");
-    let version = lock
+/// The unpacked source directory of crate `name` at the version `lock` (a `Cargo.lock` under the
+/// workspace root) pins, in cargo's registry (there once a build or `cargo fetch` needed it).
+fn registry_crate(lock: &str, name: &str) -> PathBuf {
+    let lock_text = std::fs::read_to_string(workspace_root().join(lock))
+        .unwrap_or_else(|e| panic!("read {lock}: {e}"));
+    let version = lock_text
         .split("[[package]]")
-        .find(|p| p.contains("name = \"libfuzzer-sys\""))
+        .find(|p| p.contains(&format!("name = \"{name}\"")))
         .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
         .map(|v| v.trim_end_matches('"').to_string())
-        .expect("libfuzzer-sys in fuzz/Cargo.lock");
+        .unwrap_or_else(|| panic!("{name} in {lock}"));
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
     let registry = home.join("registry/src");
-    let dir = std::fs::read_dir(&registry)
+    std::fs::read_dir(&registry)
         .unwrap_or_else(|e| panic!("{}: {e}", registry.display()))
         .filter_map(Result::ok)
-        .map(|e| e.path().join(format!("libfuzzer-sys-{version}/libfuzzer")))
+        .map(|e| e.path().join(format!("{name}-{version}")))
         .find(|p| p.is_dir())
         .unwrap_or_else(|| {
             panic!(
-                "libfuzzer-sys {version} is not in {}: run `cargo fetch --manifest-path fuzz/Cargo.toml`",
+                "{name} {version} is not in {}: run `cargo fetch` for {lock}",
                 registry.display()
             )
-        });
-    let mut srcs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
+        })
+}
+
+/// The files of `dir` whose names end in `ext`, sorted.
+fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(Result::ok)
         .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(ext))
+        .collect();
+    out.sort();
+    out
+}
+
+/// libFuzzer's C++ sources (real C++ with exceptions, about 7,800 lines) from the `libfuzzer-sys`
+/// crate `fuzz/Cargo.lock` pins (in cargo's registry once `cargo fetch --manifest-path
+/// fuzz/Cargo.toml` ran), without the files for other systems.
+pub fn libfuzzer_sources() -> Vec<PathBuf> {
+    let dir = registry_crate("fuzz/Cargo.lock", "libfuzzer-sys").join("libfuzzer");
+    files_with(&dir, ".cpp")
+        .into_iter()
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name.ends_with(".cpp")
-                && !["Windows", "Darwin", "Fuchsia"]
-                    .iter()
-                    .any(|os| name.contains(os))
+            !["Windows", "Darwin", "Fuchsia"]
+                .iter()
+                .any(|os| name.contains(os))
         })
+        .collect()
+}
+
+/// zstd's C library (real C, about 30,000 lines: compression, decompression and their common
+/// code, without the x86 assembly) from the `zstd-sys` crate the workspace's `Cargo.lock` pins:
+/// its `lib` directory (the include directory for `zstd.h`) and its `.c` files. Build with
+/// `-DZSTD_DISABLE_ASM`.
+pub fn zstd_sources() -> (PathBuf, Vec<PathBuf>) {
+    let lib = registry_crate("Cargo.lock", "zstd-sys").join("zstd/lib");
+    let srcs = ["common", "compress", "decompress"]
+        .iter()
+        .flat_map(|d| files_with(&lib.join(d), ".c"))
         .collect();
-    srcs.sort();
-    srcs
+    (lib, srcs)
 }
 
 /// [`build_with`] using `clang-22` (C) or `clang++-22` (when any source ends in `.cc`/`.cpp`).

@@ -914,3 +914,36 @@ fn heatmap_option_matches_perf2bolt() {
         assert_eq!(fdata("ours"), fdata("theirs"), "case {n}: fdata");
     }
 }
+
+/// `--max-samples N` stops reading a perf.data file with branch stacks after its first N samples
+/// (every process's counted), as perf2bolt 22 does: same fdata and statistics, fewer records than
+/// the whole file gives.
+#[test]
+fn max_samples_matches_perf2bolt() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-max-samples");
+    let bin = dir.join("p1");
+    std::fs::copy(&p1, &bin).unwrap();
+    let data = dir.join("lbr.perf.data");
+    std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 11)).unwrap();
+    let (whole, _, _, _) =
+        support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &[], false);
+    for extra in [["--max-samples=150"], ["-max-samples=1"]] {
+        let (expected, p2b, ours, stdout) =
+            support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &extra, false);
+        assert_ne!(
+            expected, whole,
+            "{extra:?} changes perf2bolt's output:\n{p2b}"
+        );
+        assert!(
+            ours == expected,
+            "{extra:?}: fdata differs; see {}",
+            dir.display()
+        );
+        assert_eq!(
+            support::perf_data_stat_lines(&stdout),
+            support::perf_data_stat_lines(&p2b),
+            "{extra:?}"
+        );
+    }
+}

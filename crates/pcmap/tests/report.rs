@@ -598,3 +598,189 @@ fn report_rejects_a_malformed_profile_and_writes_nothing() {
     );
     assert!(!html.exists(), "no report is left behind");
 }
+
+/// The `(blocks, samples)` pairs of llvm-bolt 22's `inference found <kind> match for X% of basic
+/// blocks (A out of B stale) responsible for Y% samples (C out of D stale)` lines, by kind
+/// (`an exact`, `a call`, `a loose`), plus `stale` → (B, D).
+fn inference_lines(stdout: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    for l in stdout.lines() {
+        let Some(rest) = l.strip_prefix("BOLT-INFO: inference found ") else {
+            continue;
+        };
+        let kind = rest.split(" match for ").next().unwrap().to_string();
+        let nums: Vec<u64> = rest
+            .split(['(', ')', ' '])
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // A, B, C, D in order (the percentages do not parse as integers).
+        assert_eq!(nums.len(), 4, "unexpected line: {l}");
+        out.insert(kind, (nums[0], nums[2]));
+        let stale = (nums[1], nums[3]);
+        assert_eq!(*out.entry("stale".into()).or_insert(stale), stale, "{l}");
+    }
+    out
+}
+
+/// llvm-bolt 22 `--infer-stale-profile`, reading perf2bolt 22's YAML profile of `v1` (for a
+/// control-flow profile of `records` records) into the new build `v2`, prints how many of the
+/// stale functions' profiled blocks (and their `exec` samples) it matched exactly, by callees and
+/// by opcodes; `pcmap report --new-binary` gives the same numbers, and its changed functions are
+/// those llvm-bolt lists with `-report-stale`. Returns the numbers (stale, exact, call, loose).
+fn assert_stale_matching_as_llvm_bolt(
+    v1: &Path,
+    v2: &Path,
+    tag: &str,
+    records: usize,
+) -> [(u64, u64); 4] {
+    let dir = tk::scratch_dir(&format!("cli-report-infer-{tag}"));
+    let prof = dir.join("v1.pa");
+    std::fs::write(&prof, support::control_flow_profile(v1, records, 5)).unwrap();
+    let yaml = dir.join("v1.yaml");
+    support::perf2bolt(
+        v1,
+        &prof,
+        &dir.join("v1.fdata"),
+        &["-w", yaml.to_str().unwrap()],
+    );
+    let llvm_bolt = |extra: &[&str]| {
+        run_ok(
+            Command::new(tool("llvm-bolt"))
+                .arg(v2)
+                .arg("-o")
+                .arg(dir.join("v2.bolt"))
+                .arg("--data")
+                .arg(&yaml)
+                .args(extra),
+        )
+    };
+    let bolt_out = llvm_bolt(&["--infer-stale-profile", "-v=1"]);
+    let oracle = inference_lines(&bolt_out);
+    let get = |k: &str| {
+        *oracle
+            .get(k)
+            .unwrap_or_else(|| panic!("no `{k}` line:\n{bolt_out}"))
+    };
+    let expected = [get("stale"), get("an exact"), get("a call"), get("a loose")];
+
+    let json_path = dir.join("report.json");
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_pcmap"))
+            .arg("report")
+            .arg(v1)
+            .args(["--pa", "-p"])
+            .arg(&prof)
+            .arg("-o")
+            .arg(dir.join("report.html"))
+            .arg("--json")
+            .arg(&json_path)
+            .arg("--new-binary")
+            .arg(v2),
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let b = &json["stale"]["blocks"];
+    let pair = |k: &str| {
+        (
+            b[k]["blocks"].as_u64().unwrap(),
+            b[k]["samples"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(
+        [pair("stale"), pair("exact"), pair("call"), pair("loose")],
+        expected,
+        "(blocks, samples) stale, exact, call, loose: pcmap vs llvm-bolt; see {}",
+        dir.display()
+    );
+
+    // The function level, against `-report-stale` (without inference), which prints a function
+    // with several names as `name(*N)`.
+    let report_out = llvm_bolt(&["-report-stale"]);
+    let listed: std::collections::BTreeSet<&str> = report_out
+        .lines()
+        .skip_while(|l| !l.contains("Functions with stale profile:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let l = l.trim();
+            match l.rfind("(*") {
+                Some(i) if l.ends_with(')') => &l[..i],
+                _ => l,
+            }
+        })
+        .collect();
+    let changed: std::collections::BTreeSet<&str> = json["stale"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "changed")
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(!listed.is_empty(), "{report_out}");
+    assert_eq!(
+        changed, listed,
+        "pcmap's changed functions vs llvm-bolt -report-stale"
+    );
+
+    // The page states the block matching too.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let (stale, _, _, _) = (expected[0], 0, 0, 0);
+    assert!(
+        html.contains(&format!("list {} blocks with {} samples", stale.0, stale.1)),
+        "the page states the block matching"
+    );
+    expected
+}
+
+/// Generated C: v2 changes a loop body (f7), one immediate of a switch case (f9) and the block
+/// holding a call (f11). crtstuff's `deregister_tm_clones` is matched too though llvm-bolt does not
+/// list it as stale: it reads perf2bolt's profile of it as stale (its `jmp *%rax` is no tail call
+/// outside strict mode) but does not optimize the function.
+#[test]
+fn report_block_matching_equals_llvm_bolt_stale_inference() {
+    let v1_src = tk::many_functions_source(30);
+    let v1_text = std::fs::read_to_string(&v1_src).unwrap();
+    let v2_text = v1_text
+        .replace("a += k * 7;", "a += k / 7 + x;")
+        .replace("case 1: return x + 9;", "case 1: return x + 999;")
+        .replace("f10(x - 1) + 1", "f10(x - 3) + 5");
+    assert_eq!(v2_text.matches("999").count(), 1);
+    assert!(v2_text.contains("f10(x - 3) + 5"));
+    let v2_src = tk::generated_source("report-infer-v2.c", &v2_text);
+    let flags = &["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
+    let v1 = build("report-infer-v1", &[v1_src.to_str().unwrap()], flags);
+    let v2 = build("report-infer-v2", &[v2_src.to_str().unwrap()], flags);
+    let [stale, exact, call, loose] =
+        assert_stale_matching_as_llvm_bolt(&v1, &v2, "generated", 4000);
+    assert!(
+        stale.0 > 0 && exact.0 > 0 && call.0 > 0 && loose.0 > 0,
+        "every kind of match occurs: {stale:?} {exact:?} {call:?} {loose:?}"
+    );
+}
+
+/// Real C: zstd's library, rebuilt with `-fno-unroll-loops` (dozens of functions change).
+#[test]
+fn report_block_matching_equals_llvm_bolt_on_zstd() {
+    let (include, srcs) = tk::zstd_sources();
+    let mut all: Vec<String> = srcs.iter().map(|p| p.display().to_string()).collect();
+    all.push("report/zstd_driver.c".into());
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let inc = format!("-I{}", include.display());
+    let flags = [
+        "-O2",
+        "-g0",
+        "-fno-pie",
+        "-no-pie",
+        "-Wl,--emit-relocs",
+        "-DZSTD_DISABLE_ASM",
+        inc.as_str(),
+    ];
+    let v1 = build("report-zstd-v1", &refs, &flags);
+    let mut flags2 = flags.to_vec();
+    flags2.push("-fno-unroll-loops");
+    let v2 = build("report-zstd-v2", &refs, &flags2);
+    let [stale, exact, _, loose] = assert_stale_matching_as_llvm_bolt(&v1, &v2, "zstd", 30000);
+    assert!(
+        stale.0 >= 100 && exact.0 > 0 && loose.0 > 0,
+        "{stale:?} {exact:?} {loose:?}"
+    );
+}

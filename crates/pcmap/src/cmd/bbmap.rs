@@ -153,6 +153,7 @@ pub fn run(args: Args) -> Result<()> {
                     },
                     ignore_build_id: true,
                     pid: None,
+                    max_samples: None,
                     show_density: None,
                     density_cutoff_hot: 990_000,
                     density_threshold: 60.0,

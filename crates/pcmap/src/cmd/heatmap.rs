@@ -317,6 +317,7 @@ pub(crate) fn read_profile(
             pid: input.pid,
             ignore_build_id: input.ignore_build_id,
             sample_ips: false,
+            max_samples: None,
         };
         let kind = if input.basic_events {
             Input::BasicSamples

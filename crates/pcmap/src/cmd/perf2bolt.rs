@@ -64,6 +64,10 @@ pub struct Args {
     /// Only aggregate samples of this process (perf.data input).
     #[arg(long = "pid")]
     pub pid: Option<u32>,
+    /// Read at most this many samples of a perf.data file with branch stacks, counting the
+    /// samples of every process, in file order (as perf2bolt's `--max-samples`).
+    #[arg(long = "max-samples", value_name = "N")]
+    pub max_samples: Option<u64>,
     /// Show the profile density line (perf2bolt always does; accepted for compatibility).
     #[arg(long = "show-density", value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = llvm_bool)]
@@ -409,6 +413,7 @@ fn read_profiles(
         pid: args.pid,
         ignore_build_id: args.ignore_build_id,
         sample_ips: false,
+        max_samples: args.max_samples,
     };
     let kind = if args.pre_aggregated {
         crate::inputs::ProfileKind::PreAggregated
@@ -435,6 +440,7 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
     "profile-format",
     "ignore-build-id",
     "pid",
+    "max-samples",
     "perfdata-jobs",
     "pj",
     "show-density",

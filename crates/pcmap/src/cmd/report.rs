@@ -93,6 +93,7 @@ pub fn run(args: Args) -> Result<()> {
             pid: args.pid,
             ignore_build_id: args.ignore_build_id,
             sample_ips: false,
+            max_samples: None,
         };
         read_perf_data(&binary, &args.binary, &prof_file, &args.profile, &opts)?.0
     };
@@ -109,6 +110,8 @@ pub fn run(args: Args) -> Result<()> {
     };
     let binary_name = args.binary.display().to_string();
     let profile_name = args.profile.display().to_string();
+    // With --new-binary, a branch profile's YAML (block hashes) for llvm-bolt's block matching.
+    let mut old_yaml = None;
     let (mut report, addresses) = if args.basic_events {
         let samples = agg.aggregate_samples(&parsed);
         (
@@ -140,6 +143,14 @@ pub fn run(args: Args) -> Result<()> {
                 args.cfgs,
             ),
         };
+        if args.new_binary.is_some() && bat.is_none() {
+            old_yaml = Some(pcmap_perf2bolt::yaml::branch_profile(
+                &agg,
+                &profile,
+                &binary_name,
+                &[],
+            ));
+        }
         (report, pcmap_report::branch_addresses(&agg, &profile))
     };
 
@@ -171,8 +182,13 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("reading {}", new_path.display()))?;
         let new_agg = Aggregator::new(&new_image).with_hashing();
         new_agg.prepare(None);
-        report.stale =
-            pcmap_report::staleness(&report, &agg, &new_agg, &new_path.display().to_string());
+        report.stale = pcmap_report::staleness(
+            &report,
+            &agg,
+            &new_agg,
+            &new_path.display().to_string(),
+            old_yaml.as_ref(),
+        );
         if report.stale.is_none() {
             eprintln!(
                 "pcmap: note: no stale share for a BOLT-optimized binary (its profile belongs to \
