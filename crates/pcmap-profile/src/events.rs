@@ -311,6 +311,9 @@ pub struct PerfStats {
     pub build_id_matched: bool,
     /// Processes whose samples were used.
     pub pids: usize,
+    /// A branch-stack entry of those samples carries neither the mispredicted nor the predicted
+    /// flag (perf script's `-`; perf2bolt warns "misprediction bit is missing in profile").
+    pub missing_mispred_bit: bool,
 }
 
 /// Why a perf.data file cannot be read for the binary.
@@ -698,6 +701,7 @@ impl PerfStats {
                 + o.samples_without_branch_stack,
             build_id_matched: self.build_id_matched,
             pids: self.pids,
+            missing_mispred_bit: self.missing_mispred_bit || o.missing_mispred_bit,
         }
     }
 }
@@ -848,6 +852,7 @@ fn read_sample<S: Sink>(
     };
     let mut next_from: Option<Loc> = None;
     for e in stack.iter() {
+        stats.missing_mispred_bit |= !e.mispredicted() && !e.predicted();
         if e.from >= KERNEL_BASE || e.to >= KERNEL_BASE {
             continue;
         }

@@ -917,7 +917,7 @@ fn heatmap_option_matches_perf2bolt() {
 
 /// `--max-samples N` stops reading a perf.data file with branch stacks after its first N samples
 /// (every process's counted), as perf2bolt 22 does: same fdata and statistics, fewer records than
-/// the whole file gives.
+/// the whole file gives. And the warning for branch entries without a prediction flag.
 #[test]
 fn max_samples_matches_perf2bolt() {
     let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
@@ -928,6 +928,32 @@ fn max_samples_matches_perf2bolt() {
     std::fs::write(&data, support::branch_stack_perf_data(&bin, 400, 11)).unwrap();
     let (whole, _, _, _) =
         support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &[], false);
+    // perf2bolt warns on standard error when an entry has neither branch-prediction flag (the
+    // writer leaves some without); so does pcmap.
+    let warning = "PERF2BOLT-WARNING: misprediction bit is missing in profile";
+    let stderr_of = |cmd: &mut Command| {
+        let out = tk::run_success(cmd);
+        String::from_utf8_lossy(&out.stderr).contains(warning)
+    };
+    let theirs = stderr_of(
+        Command::new(tk::tool("perf2bolt"))
+            .arg(&bin)
+            .arg("-p")
+            .arg(&data)
+            .arg("-o")
+            .arg(dir.join("w.fdata")),
+    );
+    let ours = stderr_of(
+        Command::new(PCMAP)
+            .arg("perf2bolt")
+            .arg(&bin)
+            .arg("-p")
+            .arg(&data)
+            .arg("-o")
+            .arg(dir.join("w2.fdata")),
+    );
+    assert!(theirs, "perf2bolt warns on this file");
+    assert_eq!(ours, theirs, "the misprediction-bit warning");
     for extra in [["--max-samples=150"], ["-max-samples=1"]] {
         let (expected, p2b, ours, stdout) =
             support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &extra, false);

@@ -341,6 +341,10 @@ pub(crate) fn read_profile(
                 stats.total_samples
             ))?;
         } else {
+            if stats.missing_mispred_bit {
+                out.flush()?;
+                super::perf2bolt::warn_missing_mispred_bit();
+            }
             out.say(&format!(
                 "PERF2BOLT: read {} samples and {} brstack entries",
                 stats.samples, stats.entries

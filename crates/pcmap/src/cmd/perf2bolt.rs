@@ -235,6 +235,12 @@ pub fn run(args: Args) -> Result<()> {
         if args.basic_events {
             say(format!("PERF2BOLT: read {total_samples} basic samples"));
         } else {
+            if inputs
+                .iter()
+                .any(|(_, s)| s.as_ref().is_some_and(|s| s.missing_mispred_bit))
+            {
+                warn_missing_mispred_bit();
+            }
             say(format!(
                 "PERF2BOLT: read {} samples and {} brstack entries",
                 sum(|s| s.samples),
@@ -400,6 +406,12 @@ pub fn run(args: Args) -> Result<()> {
     std::mem::forget(agg);
     std::mem::forget(parsed);
     Ok(())
+}
+
+/// perf2bolt's warning (standard error) for a perf.data whose branch entries lack the
+/// prediction flags ([`PerfStats::missing_mispred_bit`]).
+pub(crate) fn warn_missing_mispred_bit() {
+    eprintln!("PERF2BOLT-WARNING: misprediction bit is missing in profile");
 }
 
 /// Read every `-p` input (`--perfdata-jobs` at a time), in command-line order: the records of
