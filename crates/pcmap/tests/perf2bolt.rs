@@ -973,3 +973,66 @@ fn max_samples_matches_perf2bolt() {
         );
     }
 }
+
+/// `--time-aggr` prints perf2bolt's `Aggregator` timer table after the same outputs: the same
+/// title lines, and phase names perf2bolt uses (times differ; pcmap prints wall time only).
+#[test]
+fn time_aggr_prints_the_aggregator_timer_table() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-time-aggr");
+    let funcs = support::disassemble(&p1);
+    let prof = dir.join("p1.pa");
+    std::fs::write(&prof, support::generate(&funcs, 1000, 5, false)).unwrap();
+    fdata_yaml_and_stats_match_perf2bolt(&p1, &prof, &dir, "time-aggr", &["-time-aggr"]);
+    let table = |stdout: &str| -> (Vec<String>, Vec<String>) {
+        let lines: Vec<&str> = stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("==="))
+            .collect();
+        let title = lines.iter().take(3).map(|l| l.to_string()).collect();
+        let names = lines
+            .iter()
+            .filter_map(|l| l.rsplit_once("%)  ").map(|(_, n)| n.to_string()))
+            .collect();
+        (title, names)
+    };
+    let (_, p2b) = support::perf2bolt(&p1, &prof, &dir.join("a.fdata"), &["--time-aggr"]);
+    let out = pcmap(&p1, &prof, &dir.join("b.fdata"), &["--time-aggr"]);
+    tk::assert_success("pcmap perf2bolt --time-aggr", &out);
+    let (their_title, their_names) = table(&p2b);
+    let (our_title, our_names) = table(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(our_title, their_title);
+    assert!(our_names.contains(&"Total".to_string()), "{our_names:?}");
+    for n in &our_names {
+        assert!(
+            their_names.contains(n),
+            "{n} is not among perf2bolt's {their_names:?}"
+        );
+    }
+}
+
+/// perf2bolt's `--spe` (Arm only) and `--itrace` (processor traces through `perf script`) are
+/// refused with an error that says why and, for `--itrace`, what to run instead; no output.
+#[test]
+fn spe_and_itrace_are_refused_with_a_reason() {
+    let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
+    let dir = tk::scratch_dir("cli-perf2bolt-refused");
+    let out_path = dir.join("out.fdata");
+    for (opt, says) in [
+        ("-spe", "only on AArch64"),
+        ("--itrace=i100usle", "perf inject -i IN --itrace=i100usle -o OUT"),
+    ] {
+        let out = tk::run(
+            Command::new(PCMAP)
+                .arg("perf2bolt")
+                .arg(&p1)
+                .args(["-p", "/nonexistent.perf.data", "-o"])
+                .arg(&out_path)
+                .arg(opt),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{opt}: {stderr}");
+        assert!(stderr.contains(says), "{opt}: {stderr}");
+        assert!(!out_path.exists());
+    }
+}

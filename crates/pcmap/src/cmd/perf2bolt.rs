@@ -64,6 +64,17 @@ pub struct Args {
     /// Only aggregate samples of this process (perf.data input).
     #[arg(long = "pid")]
     pub pid: Option<u32>,
+    /// Print how long reading and processing the profile took (perf2bolt's `Aggregator` timer
+    /// table, wall time).
+    #[arg(long = "time-aggr")]
+    pub time_aggr: bool,
+    /// Arm SPE branch events: refused on x86-64, as by perf2bolt.
+    #[arg(long = "spe", hide = true)]
+    pub spe: bool,
+    /// perf2bolt's `perf script --itrace=...` for processor traces: refused (pcmap reads perf.data
+    /// itself and does not decode processor traces; see the error for `perf inject`).
+    #[arg(long = "itrace", value_name = "STRING", hide = true)]
+    pub itrace: Option<String>,
     /// Read at most this many samples of a perf.data file with branch stacks, counting the
     /// samples of every process, in file order (as perf2bolt's `--max-samples`).
     #[arg(long = "max-samples", value_name = "N")]
@@ -180,6 +191,16 @@ fn write_outputs(
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.spe {
+        anyhow::bail!("-spe is available only on AArch64.");
+    }
+    if let Some(itrace) = &args.itrace {
+        anyhow::bail!(
+            "--itrace={itrace}: pcmap reads perf.data itself and does not decode processor \
+             traces; let perf synthesize branch stacks from them first, `perf inject -i IN \
+             --itrace={itrace} -o OUT`, and convert OUT"
+        );
+    }
     if args.ignore_interrupt_lbr == Some(false) {
         anyhow::bail!(
             "--ignore-interrupt-lbr=false is not supported: branch-stack entries from or to \
@@ -221,7 +242,9 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("{s}");
         }
     };
+    let started = std::time::Instant::now();
     let inputs = read_profiles(&args, &binary)?;
+    let read_time = started.elapsed();
     if args.pre_aggregated {
         let entries: u64 = inputs.iter().map(|(p, _)| p.entries).sum();
         say(format!(
@@ -333,6 +356,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let function_stats;
     let density;
+    let started = std::time::Instant::now();
     let written = if args.basic_events {
         let samples = agg.aggregate_samples(&parsed);
         let profiled = samples.profiled_functions(num_functions);
@@ -402,10 +426,57 @@ pub fn run(args: Args) -> Result<()> {
         }
         say(report.info);
     }
+    if args.time_aggr {
+        let (parsing, processing) = if args.basic_events {
+            ("Parsing basic events", "Processing basic events")
+        } else if args.pre_aggregated {
+            (
+                "Parsing aggregated branch events",
+                "Processing branch events",
+            )
+        } else {
+            ("Parsing branch events", "Processing branch events")
+        };
+        for line in timer_table(&[
+            (parsing.to_string(), read_time),
+            (processing.to_string(), started.elapsed()),
+        ]) {
+            say(line);
+        }
+    }
     // As above: the CFGs and traces are left for the operating system to reclaim at exit.
     std::mem::forget(agg);
     std::mem::forget(parsed);
     Ok(())
+}
+
+/// LLVM's timer report for the `Aggregator` group, as perf2bolt prints it with `--time-aggr`,
+/// with wall times only (the phases slowest first, then the total).
+fn timer_table(phases: &[(String, std::time::Duration)]) -> Vec<String> {
+    let rule = format!("==={}===", "-".repeat(73));
+    let total: f64 = phases.iter().map(|(_, d)| d.as_secs_f64()).sum();
+    let mut sorted: Vec<&(String, std::time::Duration)> = phases.iter().collect();
+    sorted.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let row = |secs: f64, name: &str| {
+        let share = if total > 0.0 {
+            secs * 100.0 / total
+        } else {
+            0.0
+        };
+        format!("   {secs:.4} ({share:5.1}%)  {name}")
+    };
+    let mut out = vec![
+        rule.clone(),
+        format!("{:>45}", "Aggregator"),
+        rule,
+        format!("  Total Execution Time: {total:.4} seconds ({total:.4} wall clock)"),
+        String::new(),
+        "   ---Wall Time---  --- Name ---".to_string(),
+    ];
+    out.extend(sorted.iter().map(|(n, d)| row(d.as_secs_f64(), n)));
+    out.push(row(total, "Total"));
+    out.push(String::new());
+    out
 }
 
 /// perf2bolt's warning (standard error) for a perf.data whose branch entries lack the
@@ -453,6 +524,9 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
     "ignore-build-id",
     "pid",
     "max-samples",
+    "time-aggr",
+    "spe",
+    "itrace",
     "perfdata-jobs",
     "pj",
     "show-density",
