@@ -917,7 +917,8 @@ fn heatmap_option_matches_perf2bolt() {
 
 /// `--max-samples N` stops reading a perf.data file with branch stacks after its first N samples
 /// (every process's counted), as perf2bolt 22 does: same fdata and statistics, fewer records than
-/// the whole file gives. And the warning for branch entries without a prediction flag.
+/// the whole file gives. And the warning for branch entries without a prediction flag, and the
+/// event name of `--ba` fdata for an event the header does not name.
 #[test]
 fn max_samples_matches_perf2bolt() {
     let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
@@ -954,6 +955,17 @@ fn max_samples_matches_perf2bolt() {
     );
     assert!(theirs, "perf2bolt warns on this file");
     assert_eq!(ours, theirs, "the misprediction-bit warning");
+    // The same file as basic samples: its event has no name in the header, so both name it from
+    // the attribute with perf's modifiers (`cycles:uh` for a user-only event).
+    let (expected, p2b, ours, _) =
+        support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &["--ba"], false);
+    assert!(expected.starts_with("no_lbr cycles:uh:"), "{p2b}\n{expected}");
+    let sorted = |s: &str| {
+        let mut v: Vec<String> = s.lines().map(String::from).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(&ours), sorted(&expected), "--ba fdata");
     for extra in [["--max-samples=150"], ["-max-samples=1"]] {
         let (expected, p2b, ours, stdout) =
             support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &extra, false);
@@ -1020,7 +1032,10 @@ fn spe_and_itrace_are_refused_with_a_reason() {
     let out_path = dir.join("out.fdata");
     for (opt, says) in [
         ("-spe", "only on AArch64"),
-        ("--itrace=i100usle", "perf inject -i IN --itrace=i100usle -o OUT"),
+        (
+            "--itrace=i100usle",
+            "perf inject -i IN --itrace=i100usle -o OUT",
+        ),
     ] {
         let out = tk::run(
             Command::new(PCMAP)

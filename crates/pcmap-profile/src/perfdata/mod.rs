@@ -631,9 +631,47 @@ impl<'data> PerfFile<'data> {
         if known.is_empty() {
             format!("{}:{}", a.kind, a.config)
         } else {
-            known.to_string()
+            format!("{known}{}", event_modifiers(a.flags))
         }
     }
+}
+
+/// The modifiers perf appends to an event name it derives from the attribute
+/// (`evsel__add_modifiers`): the privilege levels counted (`k`, `u`, `h`) when any is excluded,
+/// `p`s for the precision, and `H`/`G` when host or guest counting differs from the default;
+/// `:cycles:uh` for a user-only hardware event. Empty when there is none.
+fn event_modifiers(flags: u64) -> String {
+    let bit = |n: u32| flags & (1 << n) != 0;
+    let (exclude_user, exclude_kernel, exclude_hv) = (bit(4), bit(5), bit(6));
+    let precise = (flags >> 15) & 3;
+    let (exclude_host, exclude_guest) = (bit(19), bit(20));
+    let mut m = String::new();
+    let mut guest_default = false;
+    if exclude_kernel || exclude_user || exclude_hv {
+        for (excluded, c) in [
+            (exclude_kernel, 'k'),
+            (exclude_user, 'u'),
+            (exclude_hv, 'h'),
+        ] {
+            if !excluded {
+                m.push(c);
+            }
+        }
+        guest_default = true;
+    }
+    if precise > 0 {
+        m.push_str(&"ppp"[..precise as usize]);
+        guest_default = true;
+    }
+    if exclude_host || exclude_guest == guest_default {
+        if !exclude_host {
+            m.push('H');
+        }
+        if !exclude_guest {
+            m.push('G');
+        }
+    }
+    if m.is_empty() { m } else { format!(":{m}") }
 }
 
 /// One executable mapping of a process.
