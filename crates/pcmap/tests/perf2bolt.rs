@@ -959,7 +959,10 @@ fn max_samples_matches_perf2bolt() {
     // the attribute with perf's modifiers (`cycles:uh` for a user-only event).
     let (expected, p2b, ours, _) =
         support::run_both_on_perf_data(PCMAP.as_ref(), &bin, &data, &dir, &["--ba"], false);
-    assert!(expected.starts_with("no_lbr cycles:uh:"), "{p2b}\n{expected}");
+    assert!(
+        expected.starts_with("no_lbr cycles:uh:"),
+        "{p2b}\n{expected}"
+    );
     let sorted = |s: &str| {
         let mut v: Vec<String> = s.lines().map(String::from).collect();
         v.sort();
