@@ -128,6 +128,8 @@ pub struct BoltFunctions<'a, 'data> {
     /// Start addresses of the functions with a symbol in their middle that may not be there
     /// ([`label_entry_points`]), sorted.
     symbol_inside: Vec<u64>,
+    /// Code addresses data refers to ([`BoltFunctions::data_references_in`]), read on first use.
+    data_refs: std::sync::OnceLock<Vec<u64>>,
 }
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
@@ -308,6 +310,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             lsdas,
             label_entries,
             symbol_inside,
+            data_refs: std::sync::OnceLock::new(),
         })
     }
 
@@ -363,6 +366,49 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// Index of the function starting exactly at `address`.
     pub fn function_at(&self, address: u64) -> Option<usize> {
         self.starts.binary_search(&address).ok()
+    }
+
+    /// The code addresses in `[start, end)` that data refers to, sorted: the targets (`S + A`) of
+    /// the absolute relocations (`R_X86_64_64`, `32`, `32S`) that `--emit-relocs` keeps in
+    /// non-executable sections. In relocation mode these are BOLT's "externally referenced
+    /// offsets" of the function they fall in (jump-table entries, computed-goto tables).
+    /// PC-relative ones (position-independent jump tables) are left to jump-table analysis, as
+    /// BOLT does. Empty outside relocation mode.
+    pub fn data_references_in(&self, start: u64, end: u64) -> &[u64] {
+        let refs = self.data_refs.get_or_init(|| {
+            if !self.relocation_mode() {
+                return Vec::new();
+            }
+            let binary = self.binary;
+            let symbols = binary.symbols();
+            let mut out = Vec::new();
+            for sec in binary.sections() {
+                if !sec.is_alloc() || sec.is_executable() {
+                    continue;
+                }
+                let Ok(Some(relocs)) = binary.relocations_for(sec.index) else {
+                    continue;
+                };
+                for r in relocs {
+                    if r.kind != crate::RelocationKind::Absolute || r.symbol == 0 {
+                        continue;
+                    }
+                    let Some(sym) = symbols.get(r.symbol as usize) else {
+                        continue;
+                    };
+                    let target = sym.address.wrapping_add(r.addend.unwrap_or(0) as u64);
+                    if binary.code_section_at(target).is_some() {
+                        out.push(target);
+                    }
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            out
+        });
+        let lo = refs.partition_point(|&a| a < start);
+        let hi = refs.partition_point(|&a| a < end);
+        &refs[lo..hi]
     }
 
     /// Whether BOLT processes the binary in relocation mode (its code relocations were kept,

@@ -168,6 +168,9 @@ pub struct FunctionStats {
     pub profiled: u64,
     /// Profiled functions BOLT could not optimize (no CFG).
     pub not_optimizable: u64,
+    /// In relocation mode, the functions BOLT optimizes, profiled or not, with an indirect jump
+    /// it reads neither as a jump table nor as a tail call ([`cfg::IndirectJump::Unknown`]).
+    pub unknown_control_flow: u64,
 }
 
 impl FunctionStats {
@@ -186,6 +189,13 @@ impl FunctionStats {
                 "BOLT-INFO: {} function{} with profile could not be optimized",
                 self.not_optimizable,
                 if self.not_optimizable == 1 { "" } else { "s" }
+            ));
+        }
+        if self.unknown_control_flow > 0 {
+            lines.push(format!(
+                "BOLT-INFO: {} functions have instructions with unknown control flow. Use \
+                 -print-unknown to see the list.",
+                self.unknown_control_flow
             ));
         }
         lines
@@ -360,7 +370,41 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             }
             stats.functions += 1;
         }
+        stats.unknown_control_flow = self.unknown_control_flow_functions();
         stats
+    }
+
+    /// How many functions BOLT optimizes (simple, not in the PLT) have an indirect jump of
+    /// unknown control flow, profiled or not, in relocation mode (outside it BOLT does not
+    /// optimize such functions). Only functions whose bytes could hold an indirect jump
+    /// (`FF /4`) get a CFG for this.
+    fn unknown_control_flow_functions(&self) -> u64 {
+        if !self.image.relocation_mode() {
+            return 0;
+        }
+        let funcs = self.image.functions();
+        let binary = self.image.binary();
+        (0..funcs.len())
+            .into_par_iter()
+            .filter(|&i| {
+                let f = &funcs[i];
+                if f.kind != FunctionKind::Regular {
+                    return false;
+                }
+                let may_jump_indirectly = binary
+                    .code_bytes(f.address, f.size)
+                    .is_some_and(|b| b.windows(2).any(|w| w[0] == 0xFF && (w[1] >> 3) & 7 == 4));
+                if !may_jump_indirectly {
+                    return false;
+                }
+                let cfg = self.cfg(i);
+                cfg.simple
+                    && cfg
+                        .insns
+                        .iter()
+                        .any(|k| k.indirect == Some(cfg::IndirectJump::Unknown))
+            })
+            .count() as u64
     }
 
     /// How BOLT's program statistics see each function (`profiled` as in

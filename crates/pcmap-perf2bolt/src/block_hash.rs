@@ -701,11 +701,19 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, inputs: &[(Vec<u8>, String)])
         })
         .collect();
     // Predecessors in BOLT's order: taken-branch edges (added first, in source order), then
-    // fall-through edges.
+    // fall-through edges, then the edges of blocks ending in an indirect jump of unknown control
+    // flow (`addUnknownControlFlow` re-adds them after the CFG is built).
     let mut taken_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut ft_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut unknown_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
     for (bi, bs) in succs.iter().enumerate() {
         let last = cfg.last_insn(bi);
+        if last.is_some_and(|l| l.indirect == Some(IndirectJump::Unknown)) {
+            for &s in bs {
+                unknown_preds[s as usize].push(bi as u32);
+            }
+            continue;
+        }
         for (si, &s) in bs.iter().enumerate() {
             let fall_through = s as usize == bi + 1
                 && match last.map(|l| (l.flow, l.tail_call)) {
@@ -728,6 +736,7 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, inputs: &[(Vec<u8>, String)])
         let pred = taken_preds[bi]
             .iter()
             .chain(&ft_preds[bi])
+            .chain(&unknown_preds[bi])
             .fold(0u64, |h, &p| hash_16_bytes(h, opcode_hashes[p as usize]));
         packed[bi] |= (pred & 0xff) << 48 | (succ & 0xff) << 56;
     }

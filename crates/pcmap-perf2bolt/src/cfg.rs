@@ -316,6 +316,12 @@ pub struct Decoded {
     /// Jump-table instruction index -> in-function target offsets, sorted by index (direct
     /// jumps keep their target in [`Insn::target`]).
     tables: Vec<(u32, Vec<u64>)>,
+    /// In relocation mode, the offsets data refers to besides the recognised tables' targets
+    /// (BOLT's externally referenced offsets): targets of data relocations into the function, and
+    /// of position-independent jump tables the function loads the base of (`lea table(%rip)`)
+    /// without a recognised indirect jump through them (BOLT finds such tables from the `lea`:
+    /// "catch jump table references outside of the basic block containing the indirect jump").
+    referenced_by_data: Vec<u64>,
     /// Every byte of the function decoded.
     simple: bool,
     /// No invalid instruction.
@@ -381,6 +387,9 @@ fn decode_into(
     let mut simple = (bytes.len() as u64) == size;
     let mut complete = true;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
+    // RIP-relative `lea`s outside code, for jump tables whose base is loaded in another block.
+    let mut table_leas: Vec<u64> = Vec::new();
+    let relocation_mode = image.relocation_mode();
     let mut ins = Instruction::default();
     while decoder.can_decode() {
         decoder.decode_out(&mut ins);
@@ -420,6 +429,12 @@ fn decode_into(
             }
             _ => {}
         }
+        if relocation_mode && ins.code() == Code::Lea_r64_m && ins.memory_base() == Register::RIP {
+            let at = ins.ip_rel_memory_address();
+            if image.binary().code_section_at(at).is_none() {
+                table_leas.push(at);
+            }
+        }
         insns.push(Insn {
             offset,
             len: ins.len() as u8,
@@ -440,7 +455,11 @@ fn decode_into(
     }
     // Jump tables end where the function's next table starts (tables of a function are laid out
     // one after the other) or at the first entry that does not point into the function.
-    let mut bases: Vec<u64> = tables.iter().map(|t| t.1.base).collect();
+    let mut bases: Vec<u64> = tables
+        .iter()
+        .map(|t| t.1.base)
+        .chain(table_leas.iter().copied())
+        .collect();
     bases.sort_unstable();
     bases.dedup();
     for &(idx, table) in &tables {
@@ -458,6 +477,38 @@ fn decode_into(
         }
     }
     targets.sort_by_key(|t| t.0);
+    // Tables only a `lea` points at: BOLT takes data there for a PIC jump table of this
+    // function when it has more than one entry into the function.
+    let mut referenced_by_data = Vec::new();
+    table_leas.sort_unstable();
+    table_leas.dedup();
+    for &base in &table_leas {
+        if tables.iter().any(|t| t.1.base == base) {
+            continue;
+        }
+        let limit = bases
+            .iter()
+            .copied()
+            .find(|&b| b > base)
+            .unwrap_or(u64::MAX);
+        let table = JumpTable {
+            base,
+            absolute: false,
+        };
+        let jt = jump_table_targets(image, func, table, limit);
+        if jt.len() > 1 {
+            referenced_by_data.extend(jt);
+        }
+    }
+    // Data relocations into the function (jump-table entries and the like; not at its start).
+    referenced_by_data.extend(
+        image
+            .data_references_in(start + 1, start + size)
+            .iter()
+            .map(|&a| a - start),
+    );
+    referenced_by_data.sort_unstable();
+    referenced_by_data.dedup();
     // Kept until the CFG is built (possibly for every profiled function at once): no slack.
     insns.shrink_to_fit();
     Decoded {
@@ -465,6 +516,7 @@ fn decode_into(
         decoded: Vec::new(),
         offsets: Vec::new(),
         tables: targets,
+        referenced_by_data,
         simple,
         complete,
     }
@@ -482,6 +534,7 @@ pub fn build_from(
         decoded,
         offsets,
         tables,
+        referenced_by_data,
         simple,
         ..
     } = d;
@@ -519,6 +572,7 @@ pub fn build_from(
         .iter()
         .filter_map(direct_target)
         .chain(tables.iter().flat_map(|t| t.1.iter().copied()))
+        .chain(referenced_by_data.iter().copied())
         .collect();
     if !targets.iter().all(|&t| is_boundary(t)) {
         return Cfg {
@@ -598,9 +652,11 @@ pub fn build_from(
     // post-process indirect branches"). Measured against perf2bolt 22's YAML on PIE builds, the
     // memory-location rule (`Unanalyzable`), not the epilogue rule that decides a jump's opcode,
     // tells which functions keep a CFG.
-    let has_jump_table = insns
-        .iter()
-        .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
+    // BOLT's `hasInternalReference`: data (jump tables) refers into the function.
+    let has_jump_table = !referenced_by_data.is_empty()
+        || insns
+            .iter()
+            .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
     let strict = image.relocation_mode();
     for b in &blocks {
         let first = b.first_insn as usize;
@@ -665,6 +721,18 @@ pub fn build_from(
                         }
                     }
                     succs.extend(tgts.iter().filter_map(|&t| block_of(t)));
+                }
+                // Unknown control flow in strict mode (`addUnknownControlFlow`): every offset
+                // data refers to, in address order.
+                Flow::IndirectJump if strict && last.indirect == Some(IndirectJump::Unknown) => {
+                    let mut referenced: Vec<u64> = tables
+                        .iter()
+                        .flat_map(|t| t.1.iter().copied())
+                        .chain(referenced_by_data.iter().copied())
+                        .collect();
+                    referenced.sort_unstable();
+                    referenced.dedup();
+                    succs = referenced.iter().filter_map(|&t| block_of(t)).collect();
                 }
                 Flow::IndirectJump => {
                     let mut v: Vec<u32> = tgts.iter().filter_map(|&t| block_of(t)).collect();

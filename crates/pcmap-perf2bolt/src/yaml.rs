@@ -312,7 +312,9 @@ fn cfg_function(
             let (mut cnt, mut mis) = (0u64, 0u64);
             for &ri in recs {
                 let (k, c) = &profile.records[ri];
-                if so != 0 && k.to == Loc::Func(fi as u32, so) && is_source(k.from) {
+                // A branch to its own address is ignored (`recordBranch`: `From == To`).
+                if so != 0 && k.to == Loc::Func(fi as u32, so) && k.from != so && is_source(k.from)
+                {
                     cnt = cnt.wrapping_add(c.count);
                     mis = mis.wrapping_add(c.mispreds);
                 }

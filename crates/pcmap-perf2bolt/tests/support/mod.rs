@@ -238,6 +238,7 @@ pub fn stat_lines(stdout: &str) -> Vec<String> {
                 || l.starts_with("PERF2BOLT: read ")
                 || (l.starts_with("BOLT-INFO: ") && l.contains(" out of "))
                 || l.contains("with profile could not be optimized")
+                || l.contains("functions have instructions with unknown control flow")
         })
         .map(str::to_string)
         .collect()
