@@ -240,17 +240,23 @@ pub fn libfuzzer_sources() -> Vec<PathBuf> {
         .collect()
 }
 
-/// zstd's C library (real C, about 30,000 lines: compression, decompression and their common
-/// code, without the x86 assembly) from the `zstd-sys` crate the workspace's `Cargo.lock` pins:
-/// its `lib` directory (the include directory for `zstd.h`) and its `.c` files. Build with
-/// `-DZSTD_DISABLE_ASM`.
-pub fn zstd_sources() -> (PathBuf, Vec<PathBuf>) {
+/// A program built from zstd's C library (real C, about 30,000 lines: compression,
+/// decompression and their common code, without the x86 assembly; the `zstd-sys` crate the
+/// workspace's `Cargo.lock` pins) and `fixtures/src/report/zstd_driver.c`, which compresses and
+/// decompresses a generated buffer. `flags` come after `-DZSTD_DISABLE_ASM -I<zstd/lib>`.
+pub fn build_zstd(name: &str, flags: &[&str]) -> PathBuf {
     let lib = registry_crate("Cargo.lock", "zstd-sys").join("zstd/lib");
-    let srcs = ["common", "compress", "decompress"]
+    let mut srcs: Vec<String> = ["common", "compress", "decompress"]
         .iter()
         .flat_map(|d| files_with(&lib.join(d), ".c"))
+        .map(|p| p.display().to_string())
         .collect();
-    (lib, srcs)
+    srcs.push("report/zstd_driver.c".into());
+    let srcs: Vec<&str> = srcs.iter().map(String::as_str).collect();
+    let include = format!("-I{}", lib.display());
+    let mut all_flags = vec!["-DZSTD_DISABLE_ASM", include.as_str()];
+    all_flags.extend_from_slice(flags);
+    build(name, &srcs, &all_flags)
 }
 
 /// [`build_with`] using `clang-22` (C) or `clang++-22` (when any source ends in `.cc`/`.cpp`).

@@ -1069,11 +1069,6 @@ fn spe_and_itrace_are_refused_with_a_reason() {
 ///   read past the next function's table, which BOLT knows of and pcmap does not.)
 #[test]
 fn zstd_jump_tables_with_hoisted_bases_match_perf2bolt() {
-    let (include, srcs) = tk::zstd_sources();
-    let mut all: Vec<String> = srcs.iter().map(|p| p.display().to_string()).collect();
-    all.push("report/zstd_driver.c".into());
-    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-    let inc = format!("-I{}", include.display());
     let line = "functions have instructions with unknown control flow";
     // The YAML entries (`  - name: ...` to the next) of the functions named in `names`.
     let entries = |yaml: &str, names: &[String]| -> Vec<String> {
@@ -1086,18 +1081,13 @@ fn zstd_jump_tables_with_hoisted_bases_match_perf2bolt() {
             .collect()
     };
     for (tag, pie) in [("no-pie", false), ("pie", true)] {
-        let mut flags = vec![
-            "-O2",
-            "-Wl,--emit-relocs",
-            "-DZSTD_DISABLE_ASM",
-            inc.as_str(),
-        ];
-        flags.extend(if pie {
-            ["-fpie", "-pie"]
+        let pic: &[&str] = if pie {
+            &["-fpie", "-pie"]
         } else {
-            ["-fno-pie", "-no-pie"]
-        });
-        let bin = tk::build(&format!("perf2bolt-zstd-{tag}"), &refs, &flags);
+            &["-fno-pie", "-no-pie"]
+        };
+        let flags = [&["-O2", "-Wl,--emit-relocs"], pic].concat();
+        let bin = tk::build_zstd(&format!("perf2bolt-zstd-{tag}"), &flags);
         let dir = tk::scratch_dir(&format!("cli-perf2bolt-zstd-{tag}"));
         let prof = dir.join("zstd.pa");
         std::fs::write(&prof, support::control_flow_profile(&bin, 30000, 3)).unwrap();

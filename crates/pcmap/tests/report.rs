@@ -760,24 +760,11 @@ fn report_block_matching_equals_llvm_bolt_stale_inference() {
 /// Real C: zstd's library, rebuilt with `-fno-unroll-loops` (dozens of functions change).
 #[test]
 fn report_block_matching_equals_llvm_bolt_on_zstd() {
-    let (include, srcs) = tk::zstd_sources();
-    let mut all: Vec<String> = srcs.iter().map(|p| p.display().to_string()).collect();
-    all.push("report/zstd_driver.c".into());
-    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
-    let inc = format!("-I{}", include.display());
-    let flags = [
-        "-O2",
-        "-g0",
-        "-fno-pie",
-        "-no-pie",
-        "-Wl,--emit-relocs",
-        "-DZSTD_DISABLE_ASM",
-        inc.as_str(),
-    ];
-    let v1 = build("report-zstd-v1", &refs, &flags);
+    let flags = ["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"];
+    let v1 = tk::build_zstd("report-zstd-v1", &flags);
     let mut flags2 = flags.to_vec();
     flags2.push("-fno-unroll-loops");
-    let v2 = build("report-zstd-v2", &refs, &flags2);
+    let v2 = tk::build_zstd("report-zstd-v2", &flags2);
     let [stale, exact, _, loose] = assert_stale_matching_as_llvm_bolt(&v1, &v2, "zstd", 30000);
     assert!(
         stale.0 >= 100 && exact.0 > 0 && loose.0 > 0,
