@@ -304,8 +304,21 @@ fn hash_16_bytes(low: u64, high: u64) -> u64 {
 type Entry = (u16, u8, &'static str, &'static str, &'static [Op]);
 
 fn lookup(code: u16, form: u8) -> Option<&'static Entry> {
-    let i = INSNS.partition_point(|e| (e.0, e.1) < (code, form));
-    INSNS.get(i).filter(|e| e.0 == code && e.1 == form)
+    // Where each code's entries start in `INSNS` (sorted by code, then form): a code has one to
+    // a few forms, so a lookup scans a few entries instead of searching 1,700.
+    static FIRST: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
+    let first = FIRST.get_or_init(|| {
+        let max = INSNS.last().map_or(0, |e| usize::from(e.0));
+        (0..=max + 1)
+            .map(|c| INSNS.partition_point(|e| usize::from(e.0) < c) as u16)
+            .collect()
+    });
+    let c = usize::from(code);
+    let (lo, hi) = match (first.get(c), first.get(c + 1)) {
+        (Some(&lo), Some(&hi)) => (usize::from(lo), usize::from(hi)),
+        _ => return None,
+    };
+    INSNS[lo..hi].iter().find(|e| e.1 == form)
 }
 
 /// The operand form of an instruction, which together with its iced-x86 code selects the LLVM
@@ -487,7 +500,11 @@ pub fn hash_inputs(
     cfg: &Cfg,
     stats: &mut Stats,
 ) -> Vec<(Vec<u8>, String)> {
-    block_strings(ctx, func, cfg, stats, true, None)
+    let mut out = Vec::with_capacity(cfg.blocks.len());
+    block_strings(ctx, func, cfg, stats, true, None, |instr, loose| {
+        out.push((instr.to_vec(), String::from_utf8_lossy(loose).into_owned()))
+    });
+    out
 }
 
 /// BOLT's function hash (`BinaryFunction::computeHash` with `hash-func: xxh3`): xxh3 of the
@@ -507,34 +524,60 @@ pub fn function_hash_in_order(
     order: Option<&[u32]>,
 ) -> (u64, Stats) {
     let mut stats = Stats::default();
-    let blocks = block_strings(ctx, func, cfg, &mut stats, false, None);
-    let mut all = Vec::new();
-    match order {
-        None => blocks.iter().for_each(|(n, _)| all.extend_from_slice(n)),
-        Some(order) => {
-            for &b in order {
-                if let Some((n, _)) = blocks.get(b as usize) {
-                    all.extend_from_slice(n);
-                }
-            }
-        }
-    }
-    (xxhash_rust::xxh3::xxh3_64(&all), stats)
+    let mut names = BlockNames::default();
+    block_strings(
+        ctx,
+        func,
+        cfg,
+        &mut stats,
+        false,
+        Some(&mut names),
+        |_, _| {},
+    );
+    (names.hash(order), stats)
 }
 
-/// Per block: the `hashBlock` string (with operand bytes when `operands`) and the loose string.
-/// `names_only`: also the concatenation of every block's string without operands (what
-/// [`function_hash`] hashes), in the same pass.
+/// Every block's `hashBlock` string without operands, concatenated in input order, and where
+/// each block's ends: the function hash's input, collected in the pass that hashes the blocks.
+#[derive(Default)]
+struct BlockNames {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl BlockNames {
+    /// xxh3 of the blocks' strings in `order` (`None`: input order).
+    fn hash(&self, order: Option<&[u32]>) -> u64 {
+        let Some(order) = order else {
+            return xxhash_rust::xxh3::xxh3_64(&self.bytes);
+        };
+        let mut all = Vec::with_capacity(self.bytes.len());
+        for &b in order {
+            let b = b as usize;
+            if b < self.ends.len() {
+                let start = if b == 0 { 0 } else { self.ends[b - 1] };
+                all.extend_from_slice(&self.bytes[start..self.ends[b]]);
+            }
+        }
+        xxhash_rust::xxh3::xxh3_64(&all)
+    }
+}
+
+/// The strings of each block in order, handed to `block(instr, loose)`: the `hashBlock` string
+/// (with operand bytes when `operands`) and the loose string. `names`: also each block's
+/// string without operands (what [`function_hash`] hashes), in the same pass. The buffers are
+/// reused from block to block: this runs for every instruction of every profiled function.
 fn block_strings(
     ctx: &Context<'_, '_>,
     func: &Function,
     cfg: &Cfg,
     stats: &mut Stats,
     operands: bool,
-    mut names_only: Option<&mut Vec<Vec<u8>>>,
-) -> Vec<(Vec<u8>, String)> {
+    mut names: Option<&mut BlockNames>,
+    mut block: impl FnMut(&[u8], &[u8]),
+) {
     if cfg.blocks.is_empty() {
-        return Vec::new();
+        return;
     }
     // The CFG's own decode (one per function), unless the aggregator did not keep it.
     let again;
@@ -545,14 +588,12 @@ fn block_strings(
         (&again.decoded, &again.offsets)
     };
     let jump_tables = jump_table_bases(decoded, cfg);
-    let mut out = Vec::with_capacity(cfg.blocks.len());
     let mut mnemonics: Vec<&str> = Vec::new();
+    let mut instr: Vec<u8> = Vec::new();
+    let mut loose: Vec<u8> = Vec::new();
     for b in &cfg.blocks {
-        let mut instr = Vec::new();
+        instr.clear();
         mnemonics.clear();
-        if let Some(n) = names_only.as_deref_mut() {
-            n.push(Vec::new());
-        }
         for k in b.first_insn..b.end_insn {
             let insn = &cfg.insns[k as usize];
             let Some(ins) = decoded.get(k as usize) else {
@@ -564,7 +605,7 @@ fn block_strings(
             // out. Other instructions take the table's names.
             let tail_form = insn.indirect == Some(IndirectJump::TailCall)
                 && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
-            let names = match (insn.flow, entry) {
+            let names_of = match (insn.flow, entry) {
                 (Flow::CondJump, _) => "JCC_1",
                 (Flow::Jump, _) if !insn.tail_call => continue,
                 (Flow::Jump, _) => "JMP_4",
@@ -577,22 +618,30 @@ fn block_strings(
                     stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
                     let name = format!("{:?}", insn.code);
                     instr.extend_from_slice(name.as_bytes());
-                    if let Some(n) = names_only.as_deref_mut().and_then(|n| n.last_mut()) {
-                        n.extend_from_slice(name.as_bytes());
+                    if let Some(n) = names.as_deref_mut() {
+                        n.bytes.extend_from_slice(name.as_bytes());
                     }
                     continue;
                 }
             };
-            // Walked without collecting: this runs for every instruction of every hashed block.
-            let num_parts = names.split(' ').count();
+            // An instruction LLVM decodes with its prefixes as instructions of their own has
+            // several names (and as many mnemonics); nearly all have one.
+            let parts = |s: &str| {
+                if s.contains(' ') {
+                    s.split(' ').count()
+                } else {
+                    1
+                }
+            };
+            let num_parts = parts(names_of);
             let mut mnems = entry.map(|e| e.3.split(' '));
             stats.insns += 1;
-            let mut known = entry.is_some_and(|e| e.3.split(' ').count() == num_parts);
-            for (pi, part) in names.split(' ').enumerate() {
+            let mut known = entry.is_some_and(|e| parts(e.3) == num_parts);
+            for (pi, part) in names_of.split(' ').enumerate() {
                 let mnem = mnems.as_mut().and_then(Iterator::next);
                 instr.extend_from_slice(part.as_bytes());
-                if let Some(n) = names_only.as_deref_mut().and_then(|n| n.last_mut()) {
-                    n.extend_from_slice(part.as_bytes());
+                if let Some(n) = names.as_deref_mut() {
+                    n.bytes.extend_from_slice(part.as_bytes());
                 }
                 let last = pi + 1 == num_parts;
                 if is_nop(part) {
@@ -615,11 +664,17 @@ fn block_strings(
                 stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
             }
         }
+        if let Some(n) = names.as_deref_mut() {
+            n.ends.push(n.bytes.len());
+        }
         mnemonics.sort_unstable();
         mnemonics.dedup();
-        out.push((instr, mnemonics.concat()));
+        loose.clear();
+        for m in &mnemonics {
+            loose.extend_from_slice(m.as_bytes());
+        }
+        block(&instr, &loose);
     }
-    out
 }
 
 /// The packed `BlendedBlockHash` of every block of `func` (index = block index in `cfg`), as
@@ -627,9 +682,8 @@ fn block_strings(
 /// blocks. `cfg` must be [`crate::cfg::build`]'s CFG of `func`; `ctx` is the binary's
 /// [`Context`] (build it once per binary).
 pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u64>, Stats) {
-    let mut stats = Stats::default();
-    let inputs = hash_inputs(ctx, func, cfg, &mut stats);
-    (packed_block_hashes(func, cfg, &inputs), stats)
+    let (_, hashes, stats) = hashes_in_order(ctx, func, cfg, None);
+    (hashes, stats)
 }
 
 /// [`function_hash`] and [`block_hashes`] together, from one pass over the instructions (what
@@ -647,34 +701,38 @@ pub fn hashes_in_order(
     order: Option<&[u32]>,
 ) -> (u64, Vec<u64>, Stats) {
     let mut stats = Stats::default();
-    let mut names: Vec<Vec<u8>> = Vec::new();
-    let inputs = block_strings(ctx, func, cfg, &mut stats, true, Some(&mut names));
-    let mut all = Vec::new();
-    match order {
-        None => names.iter().for_each(|n| all.extend_from_slice(n)),
-        Some(order) => {
-            for &b in order {
-                if let Some(n) = names.get(b as usize) {
-                    all.extend_from_slice(n);
-                }
-            }
-        }
-    }
-    let function = xxhash_rust::xxh3::xxh3_64(&all);
-    (function, packed_block_hashes(func, cfg, &inputs), stats)
+    let mut names = BlockNames::default();
+    let mut block = Vec::with_capacity(cfg.blocks.len());
+    block_strings(
+        ctx,
+        func,
+        cfg,
+        &mut stats,
+        true,
+        Some(&mut names),
+        |instr, loose| {
+            block.push((
+                xxhash_rust::xxh3::xxh3_64(instr),
+                xxhash_rust::xxh3::xxh3_64(loose),
+            ))
+        },
+    );
+    (
+        names.hash(order),
+        packed_block_hashes(func, cfg, &block),
+        stats,
+    )
 }
 
-/// The packed block hashes from the blocks' hash inputs ([`hash_inputs`]).
-fn packed_block_hashes(func: &Function, cfg: &Cfg, inputs: &[(Vec<u8>, String)]) -> Vec<u64> {
-    if inputs.len() != cfg.blocks.len() {
+/// The packed block hashes from each block's (InstrHash, OpcodeHash) 64-bit hashes.
+fn packed_block_hashes(func: &Function, cfg: &Cfg, block: &[(u64, u64)]) -> Vec<u64> {
+    if block.len() != cfg.blocks.len() {
         return Vec::new();
     }
     let n = cfg.blocks.len();
     let mut opcode_hashes = vec![0u64; n];
     let mut packed = vec![0u64; n];
-    for (bi, (b, (instr, loose))) in cfg.blocks.iter().zip(inputs).enumerate() {
-        let instr_hash = xxhash_rust::xxh3::xxh3_64(instr);
-        let opcode_hash = xxhash_rust::xxh3::xxh3_64(loose.as_bytes());
+    for (bi, (b, &(instr_hash, opcode_hash))) in cfg.blocks.iter().zip(block).enumerate() {
         opcode_hashes[bi] = opcode_hash;
         packed[bi] =
             u64::from(b.offset as u16) | (opcode_hash & 0xffff) << 16 | (instr_hash & 0xffff) << 32;
@@ -741,4 +799,27 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, inputs: &[(Vec<u8>, String)])
         packed[bi] |= (pred & 0xff) << 48 | (succ & 0xff) << 56;
     }
     packed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{INSNS, lookup};
+
+    #[test]
+    fn lookup_finds_every_table_entry_and_nothing_else() {
+        assert!(
+            INSNS
+                .windows(2)
+                .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)),
+            "INSNS must be sorted by (code, form) without duplicates"
+        );
+        for e in INSNS {
+            let found = lookup(e.0, e.1).map(|f| (f.0, f.1, f.2));
+            assert_eq!(found, Some((e.0, e.1, e.2)));
+        }
+        // Forms and codes the table does not have.
+        assert!(lookup(INSNS[0].0, 0xff).is_none());
+        assert!(lookup(u16::MAX, 0).is_none());
+        assert!(lookup(0, 0).is_none() || INSNS[0].0 == 0);
+    }
 }

@@ -340,7 +340,7 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (De
             const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     }
     let fill = |decoded: &mut Vec<Instruction>, offsets: &mut Vec<ConstantOffsets>| {
-        let d = decode_into(image, func, decoded, offsets);
+        let d = decode_into(image, func, decoded, keep.then_some(offsets));
         let refs = if d.complete {
             pcmap_binary::bolt::references_out_of(func, decoded.iter())
         } else {
@@ -351,6 +351,9 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (De
     if keep {
         let (mut decoded, mut offsets) = (Vec::new(), Vec::new());
         let (mut d, refs) = fill(&mut decoded, &mut offsets);
+        // Kept for the whole run: no spare capacity.
+        decoded.shrink_to_fit();
+        offsets.shrink_to_fit();
         d.decoded = decoded;
         d.offsets = offsets;
         return (d, refs);
@@ -364,16 +367,18 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (De
     })
 }
 
-/// Decode `func` into `decoded` and `offsets` (cleared first); the returned [`Decoded`] has
-/// neither.
+/// Decode `func` into `decoded` and, when given, the operand offsets block hashes need into
+/// `offsets` (both cleared first); the returned [`Decoded`] has neither.
 fn decode_into(
     image: &BoltFunctions<'_, '_>,
     func: &Function,
     decoded: &mut Vec<Instruction>,
-    offsets: &mut Vec<ConstantOffsets>,
+    mut offsets: Option<&mut Vec<ConstantOffsets>>,
 ) -> Decoded {
     decoded.clear();
-    offsets.clear();
+    if let Some(o) = offsets.as_deref_mut() {
+        o.clear();
+    }
     let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
         return Decoded::default();
     };
@@ -382,7 +387,9 @@ fn decode_into(
     let mut decoder = Decoder::with_ip(bitness(image), bytes, start, DecoderOptions::NONE);
     let mut insns = Vec::with_capacity(bytes.len() / 4 + 1);
     decoded.reserve(bytes.len() / 4 + 1);
-    offsets.reserve(bytes.len() / 4 + 1);
+    if let Some(o) = offsets.as_deref_mut() {
+        o.reserve(bytes.len() / 4 + 1);
+    }
     let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // jump-table insn index -> targets
     let mut simple = (bytes.len() as u64) == size;
     let mut complete = true;
@@ -450,7 +457,9 @@ fn decode_into(
             ),
             fixed_memory_target: flow == Flow::IndirectJump && fixed_memory_target(&ins, decoded),
         });
-        offsets.push(decoder.get_constant_offsets(&ins));
+        if let Some(o) = offsets.as_deref_mut() {
+            o.push(decoder.get_constant_offsets(&ins));
+        }
         decoded.push(ins);
     }
     // Jump tables end where the function's next table starts (tables of a function are laid out

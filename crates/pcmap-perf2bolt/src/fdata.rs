@@ -3,43 +3,22 @@
 //! Basic samples follow a `no_lbr <events>` header (event names in LLVM `StringSet` order, as
 //! perf2bolt prints them); the sample records themselves are in hash order in perf2bolt and sorted
 //! by name and offset here.
+//!
+//! Lines are formatted by `pcmap-profile`'s fdata writer, in parallel slices of the record list
+//! (each function's name looked up once per run of its records), and written in order.
 
 use std::io::{self, Write};
 
-use crate::aggregate::{BranchProfile, Loc, SampleProfile};
+use pcmap_profile::fdata::{BranchRecord, Line, Location, SampleRecord, write_line};
+use rayon::prelude::*;
+
+use crate::aggregate::{BranchProfile, Loc, RecordKey, SampleProfile};
+use crate::preagg::TraceCounts;
 use pcmap_binary::bolt::BoltFunctions;
 
-/// Escape a name the way BOLT does in fdata (space and backslash get a backslash).
-pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
-    if !name.contains([' ', '\\']) {
-        return name.into();
-    }
-    let mut s = String::with_capacity(name.len() + 4);
-    for c in name.chars() {
-        if c == ' ' || c == '\\' {
-            s.push('\\');
-        }
-        s.push(c);
-    }
-    s.into()
-}
-
-fn write_loc(
-    w: &mut (impl Write + ?Sized),
-    image: &BoltFunctions<'_, '_>,
-    loc: Loc,
-    bolted: bool,
-) -> io::Result<()> {
-    match loc {
-        Loc::Unknown => w.write_all(b"0 [unknown] 0 "),
-        Loc::Func(f, off) => write!(
-            w,
-            "1 {} {:x} ",
-            escape_name(image.functions()[f as usize].profile_name(bolted)),
-            off
-        ),
-    }
-}
+/// Records formatted per parallel slice: large enough that a slice's buffer amortises its
+/// allocation, small enough that both threads get work on a profile of a few thousand lines.
+const SLICE: usize = 4096;
 
 /// Write an LBR-mode fdata file (records already in perf2bolt's order). Returns the number of
 /// records written.
@@ -52,14 +31,51 @@ pub fn write_branches(
     if bolted {
         w.write_all(b"boltedcollection\n")?;
     }
-    for (key, c) in &profile.records {
-        if key.external_entry {
-            write_loc(w, image, Loc::Unknown, bolted)?;
-        } else {
-            write_loc(w, image, Loc::Func(key.func, key.from), bolted)?;
+    let name = |f: u32| image.functions()[f as usize].profile_name(bolted);
+    let format = |slice: &[(RecordKey, TraceCounts)]| -> Vec<u8> {
+        let mut buf = Vec::with_capacity(slice.len() * 64);
+        // Records come grouped by function: escape each name once per run.
+        let mut from_name: Option<(u32, Location<'_>)> = None;
+        for (key, c) in slice {
+            let from = if key.external_entry {
+                Location::unknown()
+            } else {
+                match &from_name {
+                    Some((f, l)) if *f == key.func => Location {
+                        offset: key.from,
+                        ..l.clone()
+                    },
+                    _ => {
+                        let l = Location::symbol(name(key.func), key.from);
+                        from_name = Some((key.func, l.clone()));
+                        l
+                    }
+                }
+            };
+            let to = match key.to {
+                Loc::Unknown => Location::unknown(),
+                Loc::Func(f, off) => match &from_name {
+                    Some((ff, l)) if *ff == f => Location {
+                        offset: off,
+                        ..l.clone()
+                    },
+                    _ => Location::symbol(name(f), off),
+                },
+            };
+            let line = Line::Branch(BranchRecord {
+                from,
+                to,
+                mispreds: c.mispreds,
+                count: c.count,
+            });
+            // Writing into a Vec cannot fail.
+            let _ = write_line(&mut buf, &line);
         }
-        write_loc(w, image, key.to, bolted)?;
-        writeln!(w, "{} {}", c.mispreds, c.count)?;
+        buf
+    };
+    let parts: Vec<Vec<u8>> = profile.records.par_chunks(SLICE).map(format).collect();
+    for part in parts {
+        w.write_all(&part)?;
     }
     Ok(profile.records.len() as u64)
 }
@@ -91,13 +107,11 @@ pub fn write_samples(
         (na, a.0.1).cmp(&(nb, b.0.1))
     });
     for ((f, off), count) in &recs {
-        writeln!(
-            w,
-            "1 {} {:x} {}",
-            escape_name(image.functions()[*f as usize].profile_name(bolted)),
-            off,
-            count
-        )?;
+        let line = Line::Sample(SampleRecord {
+            at: Location::symbol(image.functions()[*f as usize].profile_name(bolted), *off),
+            count: **count,
+        });
+        write_line(w, &line)?;
     }
     Ok(recs.len() as u64)
 }

@@ -2,9 +2,9 @@
 //! [`pcmap_profile::events::Sink`] of `pcmap-profile`'s branch-event pipeline from either
 //! input (pre-aggregated text read in parallel chunks, or perf.data).
 //!
-//! Each chunk's sink collects its records; the chunks are concatenated in input order, then sorted
-//! in parallel by address and duplicates merged, so what is kept is proportional to distinct
-//! records. Location prefixes (`<id>:`) are ignored, as perf2bolt ignores them.
+//! Each chunk's sink collects its records, merging duplicates as its list grows (or in a hash
+//! table, for repetitive input); the chunks' sinks are merged in input order and sorted by
+//! address once, so what is kept is proportional to distinct records. Location prefixes (`<id>:`) are ignored, as perf2bolt ignores them.
 
 use pcmap_profile::events::{self, Event, ParallelSink, Sink, TraceKind};
 use pcmap_profile::perfdata::PerfFile;
@@ -68,7 +68,7 @@ pub struct PreAggregated {
 /// not the input (a perf.data of gigabytes repeats the same branches millions of times). When a
 /// merge finds at least half of the list duplicated, the sink switches to a hash table (cheaper
 /// than sorting again and again for such input); a pre-aggregated file, mostly distinct
-/// records, stays a list sorted once.
+/// records, stays a list, sorted once when the chunks' lists have been concatenated.
 #[derive(Debug, Default)]
 pub struct TraceSink {
     out: PreAggregated,
@@ -79,10 +79,14 @@ pub struct TraceSink {
     table: Option<FxHashMap<Trace, TraceCounts>>,
     /// The first [`PROBE_AT`] traces were checked for duplicates.
     probed: bool,
+    /// `out.traces` is sorted by (from, branch, to) with duplicates merged.
+    sorted: bool,
+    /// The last merge of duplicates shrank the list by at least an eighth.
+    repetitive: bool,
 }
 
 /// After this many traces a [`TraceSink`] checks once how repetitive its input is.
-const PROBE_AT: usize = 1 << 16;
+const PROBE_AT: usize = 1 << 14;
 
 /// The fewest traces a [`TraceSink`] merges duplicates of before [`TraceSink::finish`].
 pub const COMPACT_AT: usize = 1 << 20;
@@ -151,6 +155,7 @@ impl Sink for TraceSink {
                 mispreds: t.mispreds,
             },
         ));
+        self.sorted = false;
         self.compact_if_grown();
     }
 }
@@ -165,11 +170,18 @@ impl ParallelSink for TraceSink {
         // Traces: into the larger hash table when either side has one, else one list.
         match (self.table.take(), later.table.take()) {
             (None, None) => {
+                // Concatenated. Lists of mostly distinct traces (a pre-aggregated file's) are
+                // sorted once, by `finish`; merging their duplicates now would not shrink them.
                 let b = std::mem::take(&mut later.out.traces);
                 if self.out.traces.is_empty() {
                     self.out.traces = b;
                 } else {
                     self.out.traces.extend(b);
+                }
+                self.sorted = false;
+                self.repetitive |= later.repetitive;
+                if self.repetitive {
+                    self.compact_if_grown();
                 }
             }
             (x, y) => {
@@ -207,9 +219,6 @@ impl ParallelSink for TraceSink {
         a.entries += b.entries;
         a.total_samples = a.total_samples.wrapping_add(b.total_samples);
         self.compacted = self.compacted.max(later.compacted);
-        if self.table.is_none() {
-            self.compact_if_grown();
-        }
         self
     }
 }
@@ -219,10 +228,19 @@ impl TraceSink {
     pub fn finish(mut self) -> PreAggregated {
         if let Some(table) = self.table.take() {
             self.out.traces.extend(table);
+            self.sorted = false;
         }
-        sort_and_merge(&mut self.out.traces);
+        self.sort();
         self.out.traces.shrink_to_fit();
         self.out
+    }
+
+    /// Sort the list and merge its duplicates, unless it is already.
+    fn sort(&mut self) {
+        if !self.sorted {
+            sort_and_merge(&mut self.out.traces);
+            self.sorted = true;
+        }
     }
 
     fn compact_if_grown(&mut self) {
@@ -230,8 +248,9 @@ impl TraceSink {
         let probe = !self.probed && len >= PROBE_AT;
         if probe || (len >= COMPACT_AT && len >= 2 * self.compacted) {
             self.probed = true;
-            sort_and_merge(&mut self.out.traces);
+            self.sort();
             self.compacted = self.out.traces.len();
+            self.repetitive = self.compacted <= len - len / 8;
             if self.compacted * 2 <= len {
                 let mut table =
                     FxHashMap::with_capacity_and_hasher(self.compacted * 2, Default::default());
@@ -243,9 +262,14 @@ impl TraceSink {
     }
 }
 
+/// The order of [`PreAggregated::traces`].
+fn trace_key(t: &Trace) -> (u64, u64, u64) {
+    (t.from, t.branch, t.to)
+}
+
 /// Sort traces by (from, branch, to) and merge duplicates in place (counts summed).
 fn sort_and_merge(traces: &mut Vec<(Trace, TraceCounts)>) {
-    traces.par_sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
+    traces.par_sort_unstable_by_key(|(t, _)| trace_key(t));
     // `dedup_by` hands over the later element first.
     traces.dedup_by(|(t, c), (kt, kc)| {
         if t != kt {
@@ -422,7 +446,8 @@ impl PreAggregated {
 /// chunks finish.
 pub fn parse(data: &[u8], progress: &(dyn Fn(u64) + Sync)) -> Result<PreAggregated, Error> {
     let sink = events::read_preaggregated_parallel(data, TraceSink::default, progress)?;
-    Ok(sink.finish())
+    let r = sink.finish();
+    Ok(r)
 }
 
 /// Read the samples of the binary described by `bin` from perf.data bytes (perf2bolt's rules, see

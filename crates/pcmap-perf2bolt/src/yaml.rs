@@ -274,27 +274,23 @@ fn cfg_function(
     if !cfg.simple {
         return yf;
     }
-    let mut blocks: Vec<yaml::Block> = Vec::new();
-    let mut incoming = vec![0u64; cfg.blocks.len()];
-    let mut per_block: Vec<yaml::Block> = cfg
-        .blocks
-        .iter()
-        .enumerate()
-        .map(|(bi, b)| yaml::Block {
-            index: bi as u32,
-            num_instructions: b.end_insn - b.first_insn,
-            hash: hashes
-                .get(bi)
-                .copied()
-                .unwrap_or(u64::from(b.offset) & 0xffff),
-            exec_count: if b.is_entry {
-                index.entry_count(fi, u64::from(b.offset))
-            } else {
-                0
-            },
+    // Edge counts and call sites of every block first (flat, no allocation per block): only
+    // the blocks with counts, and entry blocks, become YAML blocks.
+    let n = cfg.blocks.len();
+    let mut incoming = vec![0u64; n];
+    let mut succs: Vec<yaml::Successor> = Vec::new();
+    let mut succ_end: Vec<usize> = Vec::with_capacity(n);
+    let mut calls: Vec<(u32, yaml::CallSite)> = Vec::new();
+    let call_site = |bi: usize, offset, dest_id, count, mispreds| {
+        let site = yaml::CallSite {
+            offset,
+            dest_id,
+            count,
+            mispreds,
             ..Default::default()
-        })
-        .collect();
+        };
+        (bi as u32, site)
+    };
     for (bi, b) in cfg.blocks.iter().enumerate() {
         // Every record that counts for the block has its source in the block.
         let recs = index.records_from(fi, u64::from(b.offset), u64::from(b.end));
@@ -320,12 +316,13 @@ fn cfg_function(
                 }
             }
             incoming[s as usize] = incoming[s as usize].wrapping_add(cnt);
-            per_block[bi].successors.push(yaml::Successor {
+            succs.push(yaml::Successor {
                 index: s,
                 count: cnt,
                 mispreds: mis,
             });
         }
+        succ_end.push(succs.len());
         // Call sites: calls, tail calls and indirect jumps of this block with records
         // leaving the function. A direct call gets one entry for its callee with the
         // total count; an indirect one an entry per recorded destination.
@@ -343,13 +340,13 @@ fn cfg_function(
                 continue;
             }
             let offset = (k.from - u64::from(b.offset)) as u32;
-            let calls = &mut per_block[bi].calls;
             if insn.target != 0 {
                 match direct {
                     Some((from, idx)) if from == k.from => {
-                        calls[idx].count = calls[idx].count.wrapping_add(c.count);
+                        let call = &mut calls[idx].1;
+                        call.count = call.count.wrapping_add(c.count);
                         if insn.flow == Flow::CondJump {
-                            calls[idx].mispreds = calls[idx].mispreds.wrapping_add(c.mispreds);
+                            call.mispreds = call.mispreds.wrapping_add(c.mispreds);
                         }
                     }
                     _ => {
@@ -363,13 +360,7 @@ fn cfg_function(
                         } else {
                             0
                         };
-                        calls.push(yaml::CallSite {
-                            offset,
-                            dest_id,
-                            count: c.count,
-                            mispreds,
-                            ..Default::default()
-                        });
+                        calls.push(call_site(bi, offset, dest_id, c.count, mispreds));
                     }
                 }
                 continue;
@@ -378,40 +369,57 @@ fn cfg_function(
                 Loc::Func(t, _) => ids[callee(agg, t as usize)],
                 Loc::Unknown => 0,
             };
-            calls.push(yaml::CallSite {
-                offset,
-                dest_id,
-                count: c.count,
-                mispreds: c.mispreds,
-                ..Default::default()
-            });
+            calls.push(call_site(bi, offset, dest_id, c.count, c.mispreds));
         }
+    }
+    // Call sites come grouped by block, in block order.
+    let mut call_start = vec![calls.len(); n + 1];
+    for (i, (bi, _)) in calls.iter().enumerate().rev() {
+        call_start[*bi as usize] = i;
+    }
+    for bi in (0..n).rev() {
+        call_start[bi] = call_start[bi].min(call_start[bi + 1]);
     }
     // Blocks in input order, or with `--profile-use-dfs` in depth-first order and numbered in
     // that order (successors too); unreachable blocks are then not written.
-    let order: Vec<u32> = dfs_order.unwrap_or_else(|| (0..cfg.blocks.len() as u32).collect());
-    let mut position: Vec<Option<u32>> = vec![None; cfg.blocks.len()];
+    let order: Vec<u32> = dfs_order.unwrap_or_else(|| (0..n as u32).collect());
+    let mut position: Vec<Option<u32>> = vec![None; n];
     for (pos, &b) in order.iter().enumerate() {
         position[b as usize] = Some(pos as u32);
     }
-    let mut per_block: Vec<Option<yaml::Block>> = per_block.into_iter().map(Some).collect();
+    let mut blocks: Vec<yaml::Block> = Vec::new();
     for &b in &order {
         let bi = b as usize;
-        let Some(mut yb) = per_block[bi].take() else {
+        let block = &cfg.blocks[bi];
+        let block_succs = &succs[if bi == 0 { 0 } else { succ_end[bi - 1] }..succ_end[bi]];
+        let block_calls = &calls[call_start[bi]..call_start[bi + 1]];
+        let out_edges = block_succs.iter().any(|s| s.count > 0);
+        let has_calls = block_calls.iter().any(|(_, c)| c.count > 0);
+        if !(block.is_entry || out_edges || has_calls || incoming[bi] > 0) {
             continue;
-        };
-        let out_edges = yb.successors.iter().any(|s| s.count > 0);
-        let calls = yb.calls.iter().any(|c| c.count > 0);
-        if cfg.blocks[bi].is_entry || out_edges || calls || incoming[bi] > 0 {
-            if !cfg.blocks[bi].is_entry {
-                yb.exec_count = 0;
-            }
-            yb.index = position[bi].unwrap_or(yb.index);
-            for s in &mut yb.successors {
-                s.index = position[s.index as usize].unwrap_or(s.index);
-            }
-            blocks.push(yb);
         }
+        blocks.push(yaml::Block {
+            index: position[bi].unwrap_or(b),
+            num_instructions: block.end_insn - block.first_insn,
+            hash: hashes
+                .get(bi)
+                .copied()
+                .unwrap_or(u64::from(block.offset) & 0xffff),
+            exec_count: if block.is_entry {
+                index.entry_count(fi, u64::from(block.offset))
+            } else {
+                0
+            },
+            successors: block_succs
+                .iter()
+                .map(|s| yaml::Successor {
+                    index: position[s.index as usize].unwrap_or(s.index),
+                    ..*s
+                })
+                .collect(),
+            calls: block_calls.iter().map(|(_, c)| c.clone()).collect(),
+            ..Default::default()
+        });
     }
     yf.blocks = blocks;
     yf

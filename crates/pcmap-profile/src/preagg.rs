@@ -730,7 +730,7 @@ where
     A: Send,
     I: Fn() -> A + Sync,
     F: Fn(&mut A, Record<'a>) + Sync,
-    R: Fn(A, A) -> A,
+    R: Fn(A, A) -> A + Sync + Send,
 {
     fold_chunks(data, &init, fold, reduce, &|_| {})
 }
@@ -747,7 +747,7 @@ where
     A: Send,
     I: Fn() -> A + Sync,
     F: Fn(&mut A, Record<'a>) + Sync,
-    R: Fn(A, A) -> A,
+    R: Fn(A, A) -> A + Sync + Send,
 {
     let threads = rayon::current_num_threads().max(1);
     let target = (data.len() / (threads * 8)).clamp(256 << 10, 16 << 20);
@@ -763,16 +763,12 @@ where
             Ok(acc)
         })
         .collect();
-    let mut total: Option<A> = None;
+    // The first failing chunk in input order names the error (with its global line number).
+    let mut oks = Vec::with_capacity(results.len());
     let mut offset = 0usize;
     for (chunk, res) in parts.iter().zip(results) {
         match res {
-            Ok(a) => {
-                total = Some(match total.take() {
-                    None => a,
-                    Some(t) => reduce(t, a),
-                })
-            }
+            Ok(a) => oks.push(a),
             Err(mut e) => {
                 let before = memchr::memchr_iter(b'\n', &data[..offset]).count() as u64;
                 e.pos.line += before;
@@ -781,7 +777,8 @@ where
         }
         offset += chunk.len();
     }
-    Ok(total.unwrap_or_else(init))
+    // Combined pairwise in parallel; rayon keeps the order of an indexed iterator's items.
+    Ok(oks.into_par_iter().reduce_with(reduce).unwrap_or_else(init))
 }
 
 /// Write one record in canonical form followed by `\n` (event names and build-ids as raw bytes; counts

@@ -5,6 +5,8 @@
 
 use std::io::{self, Write};
 
+use rayon::prelude::*;
+
 use super::{Block, Function, HashFunction, Header, PF_LBR, PF_MEMEVENT, PF_SAMPLE, Profile};
 
 /// Buffered output helpers with YAMLIO's conventions.
@@ -22,9 +24,12 @@ impl<'w, W: Write + ?Sized> Out<'w, W> {
     }
 
     fn raw(&mut self, s: &[u8]) -> io::Result<()> {
-        match memchr::memrchr(b'\n', s) {
-            Some(i) => self.col = s.len() - i - 1,
-            None => self.col += s.len(),
+        // The column only matters for wrapping.
+        if self.wrap != 0 {
+            match memchr::memrchr(b'\n', s) {
+                Some(i) => self.col = s.len() - i - 1,
+                None => self.col += s.len(),
+            }
         }
         self.w.write_all(s)
     }
@@ -525,8 +530,21 @@ pub fn write_with<W: Write + ?Sized>(
         w.write_all(b"functions:       []\n")?;
     } else {
         w.write_all(b"functions:\n")?;
-        for f in &p.functions {
-            write_function_with(w, f, opts)?;
+        // Functions are formatted in parallel, a slice at a time, and written in order.
+        let parts: Vec<Vec<u8>> = p
+            .functions
+            .par_chunks(256)
+            .map(|fs| {
+                let mut buf = Vec::with_capacity(fs.len() * 1024);
+                for f in fs {
+                    // Writing into a Vec cannot fail.
+                    let _ = write_function_with(&mut buf, f, opts);
+                }
+                buf
+            })
+            .collect();
+        for part in parts {
+            w.write_all(&part)?;
         }
     }
     let d = &p.pseudo_probe_desc;

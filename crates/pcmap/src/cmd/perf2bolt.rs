@@ -177,6 +177,8 @@ fn write_outputs(
         let y = make_yaml();
         n = y.functions.len() as u64;
         crate::output::write_atomic(&args.output, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
+        // The process ends soon: freeing a million blocks one by one would only delay it.
+        std::mem::forget(y);
     } else if args.profile_format == ProfileFormat::Fdata {
         crate::output::write_atomic(&args.output, |w| {
             n = write_fdata(w)?;
@@ -212,8 +214,17 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("opening {}", args.binary.display()))?;
     let binary = Binary::parse(bin_file.bytes())
         .with_context(|| format!("reading {}", args.binary.display()))?;
-    let image = BoltFunctions::discover(&binary)
-        .with_context(|| format!("reading {}", args.binary.display()))?;
+    // The functions are discovered while the profiles are read: the two are independent, and
+    // discovery runs on one thread.
+    let (image, read) = rayon::join(
+        || BoltFunctions::discover(&binary),
+        || {
+            let started = std::time::Instant::now();
+            let inputs = read_profiles(&args, &binary);
+            (inputs, started.elapsed())
+        },
+    );
+    let image = image.with_context(|| format!("reading {}", args.binary.display()))?;
     for f in image.functions() {
         if image.has_symbol_inside(f.address) {
             eprintln!(
@@ -242,9 +253,8 @@ pub fn run(args: Args) -> Result<()> {
             eprintln!("{s}");
         }
     };
-    let started = std::time::Instant::now();
-    let inputs = read_profiles(&args, &binary)?;
-    let read_time = started.elapsed();
+    let (inputs, read_time) = read;
+    let inputs = inputs?;
     if args.pre_aggregated {
         let entries: u64 = inputs.iter().map(|(p, _)| p.entries).sum();
         say(format!(
