@@ -653,43 +653,23 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             stats.out_of_range = stats.out_of_range.wrapping_add(s.out_of_range);
         }
         // fdata order: functions by name rank, then (external entry, source, destination).
-        // Bucketed by rank first (a counting sort), then each function's records sorted in
-        // parallel: much less moving than one comparison sort of every record.
-        let rank = |f: u32| self.name_rank[f as usize];
-        let mut start = vec![0usize; self.name_rank.len() + 1];
-        for (p, _, _) in &parts {
-            for (k, _) in p {
-                start[rank(k.func) as usize + 1] += 1;
-            }
-        }
-        for i in 1..start.len() {
-            start[i] += start[i - 1];
-        }
-        let total = start[start.len() - 1];
-        let placeholder = (
-            RecordKey {
-                func: 0,
-                external_entry: false,
-                from: 0,
-                to: Loc::Unknown,
-            },
-            TraceCounts::default(),
-        );
-        let mut all = vec![placeholder; total];
-        let mut next = start.clone();
+        // Bucketed by rank first (an in-place counting sort), then each function's records
+        // sorted in parallel: much less moving than one comparison sort of every record.
+        let mut records: Vec<(RecordKey, TraceCounts)> =
+            Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
         for (p, _, _) in parts {
-            for r in p {
-                let slot = &mut next[rank(r.0.func) as usize];
-                all[*slot] = r;
-                *slot += 1;
-            }
+            records.extend(p);
         }
+        let rank = |f: u32| self.name_rank[f as usize];
+        let start = bucket_in_place(&mut records, self.name_rank.len(), |r| {
+            rank(r.0.func) as usize
+        });
         let to_key = |l: Loc| match l {
             Loc::Unknown => (0u8, 0u32, 0u64),
             Loc::Func(f, o) => (1, rank(f), o),
         };
         let mut per_function: Vec<&mut [(RecordKey, TraceCounts)]> = Vec::new();
-        let mut rest = &mut all[..];
+        let mut rest = &mut records[..];
         for w in start.windows(2) {
             let (head, tail) = rest.split_at_mut(w[1] - w[0]);
             if head.len() > 1 {
@@ -700,13 +680,14 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         per_function.into_par_iter().for_each(|recs| {
             recs.sort_unstable_by_key(|(k, _)| (k.external_entry, k.from, to_key(k.to)))
         });
-        let mut records: Vec<(RecordKey, TraceCounts)> = Vec::with_capacity(all.len());
-        for (k, c) in all {
-            match records.last_mut() {
-                Some((lk, lc)) if *lk == k => add(lc, c.count, c.mispreds),
-                _ => records.push((k, c)),
+        // Duplicates (the same record from two chunks) are neighbours now.
+        records.dedup_by(|(k, c), (lk, lc)| {
+            if k != lk {
+                return false;
             }
-        }
+            add(lc, c.count, c.mispreds);
+            true
+        });
         BranchProfile {
             records,
             stats,
@@ -1002,5 +983,56 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             }
         }
         out
+    }
+}
+
+/// Reorder `items` in place so that their buckets (`bucket(item) < buckets`) come in increasing
+/// order (American flag sort: each item is swapped straight into its bucket's next free place).
+/// Returns where each bucket starts, with the total length last.
+fn bucket_in_place<T>(items: &mut [T], buckets: usize, bucket: impl Fn(&T) -> usize) -> Vec<usize> {
+    let mut start = vec![0usize; buckets + 1];
+    for it in items.iter() {
+        start[bucket(it) + 1] += 1;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut next = start.clone();
+    for b in 0..buckets {
+        while next[b] < start[b + 1] {
+            let to = bucket(&items[next[b]]);
+            if to == b {
+                next[b] += 1;
+            } else {
+                items.swap(next[b], next[to]);
+                next[to] += 1;
+            }
+        }
+    }
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bucket_in_place;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn bucketing_is_a_permutation_in_bucket_order(
+            items in proptest::collection::vec((0usize..20, any::<u32>()), 0..300),
+        ) {
+            let mut sorted = items.clone();
+            let start = bucket_in_place(&mut sorted, 20, |it| it.0);
+            prop_assert!(sorted.windows(2).all(|w| w[0].0 <= w[1].0));
+            for (b, w) in start.windows(2).enumerate() {
+                prop_assert!(sorted[w[0]..w[1]].iter().all(|it| it.0 == b));
+            }
+            prop_assert_eq!(start[20], items.len());
+            let (mut a, mut b) = (items, sorted);
+            a.sort_unstable();
+            b.sort_unstable();
+            prop_assert_eq!(a, b);
+        }
     }
 }

@@ -83,7 +83,13 @@ pub struct TraceSink {
     sorted: bool,
     /// The last merge of duplicates shrank the list by at least an eighth.
     repetitive: bool,
+    /// Lists of mostly distinct traces from merged sinks, concatenated once by
+    /// [`TraceSink::finish`] (merging them one into another would copy them again and again).
+    pieces: Vec<Vec<(Trace, TraceCounts)>>,
 }
+
+/// The first allocation of a trace list: about a chunk's traces, so a list grows once or twice.
+const FIRST_CAPACITY: usize = 1 << 16;
 
 /// After this many traces a [`TraceSink`] checks once how repetitive its input is.
 const PROBE_AT: usize = 1 << 14;
@@ -148,6 +154,9 @@ impl Sink for TraceSink {
             add_to(table.entry(trace).or_default(), t.count, t.mispreds);
             return;
         }
+        if out.traces.capacity() == 0 {
+            out.traces.reserve(FIRST_CAPACITY);
+        }
         out.traces.push((
             trace,
             TraceCounts {
@@ -170,18 +179,21 @@ impl ParallelSink for TraceSink {
         // Traces: into the larger hash table when either side has one, else one list.
         match (self.table.take(), later.table.take()) {
             (None, None) => {
-                // Concatenated. Lists of mostly distinct traces (a pre-aggregated file's) are
-                // sorted once, by `finish`; merging their duplicates now would not shrink them.
-                let b = std::mem::take(&mut later.out.traces);
-                if self.out.traces.is_empty() {
-                    self.out.traces = b;
-                } else {
-                    self.out.traces.extend(b);
-                }
                 self.sorted = false;
                 self.repetitive |= later.repetitive;
+                self.pieces.append(&mut later.pieces);
+                let b = std::mem::take(&mut later.out.traces);
                 if self.repetitive {
+                    // Concatenated, and duplicates merged when the list has grown.
+                    self.out.traces.extend(b);
                     self.compact_if_grown();
+                } else {
+                    // Lists of mostly distinct traces (a pre-aggregated file's) are kept apart
+                    // and sorted once, by `finish`: merging their duplicates now would not
+                    // shrink them.
+                    let a = std::mem::take(&mut self.out.traces);
+                    self.pieces
+                        .extend([a, b].into_iter().filter(|l| !l.is_empty()));
                 }
             }
             (x, y) => {
@@ -195,8 +207,12 @@ impl ParallelSink for TraceSink {
                     std::mem::take(&mut self.out.traces),
                     std::mem::take(&mut later.out.traces),
                 ];
+                let pieces = std::mem::take(&mut self.pieces)
+                    .into_iter()
+                    .chain(std::mem::take(&mut later.pieces));
                 for (t, c) in lists
                     .into_iter()
+                    .chain(pieces)
                     .flatten()
                     .chain(other.into_iter().flatten())
                 {
@@ -226,6 +242,18 @@ impl ParallelSink for TraceSink {
 impl TraceSink {
     /// Sort the traces by (from, branch, to) and merge duplicates.
     pub fn finish(mut self) -> PreAggregated {
+        if !self.pieces.is_empty() {
+            // One copy of every list into one of the exact size.
+            let pieces = std::mem::take(&mut self.pieces);
+            let own = std::mem::take(&mut self.out.traces);
+            let total = own.len() + pieces.iter().map(Vec::len).sum::<usize>();
+            let mut all = Vec::with_capacity(total);
+            for p in pieces.into_iter().chain([own]) {
+                all.extend(p);
+            }
+            self.out.traces = all;
+            self.sorted = false;
+        }
         if let Some(table) = self.table.take() {
             self.out.traces.extend(table);
             self.sorted = false;
