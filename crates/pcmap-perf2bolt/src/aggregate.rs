@@ -245,12 +245,15 @@ impl Density {
                 a.1.cmp(&b.1)
             }
         });
-        // BOLT compares in single precision: u64 * float / 1000000.
-        let limit = self.total_samples as f32 * cutoff_hot as f32 / 1_000_000f32;
+        // perf2bolt 22's cutoff is whole samples, in signed arithmetic: samples times the
+        // option, divided by 1000000, truncated. Measured with perf2bolt 22 on a one-trace
+        // profile of count 1: a 100% cutoff takes the function, 99% and 50% take none (the
+        // density is 0, "the output profile is empty"); a negative option takes none either.
+        let limit = (self.total_samples as i64).wrapping_mul(i64::from(cutoff_hot)) / 1_000_000;
         let mut accumulated = 0u64;
         let mut density = 0.0f64;
         for &(d, samples) in &list {
-            if (accumulated as f32) >= limit {
+            if accumulated as i64 >= limit {
                 break;
             }
             accumulated = accumulated.wrapping_add(samples);
@@ -1014,7 +1017,42 @@ fn bucket_in_place<T>(items: &mut [T], buckets: usize, bucket: impl Fn(&T) -> us
 
 #[cfg(test)]
 mod tests {
-    use super::bucket_in_place;
+    use super::{Density, bucket_in_place};
+
+    #[test]
+    fn density_cutoff_is_integer_arithmetic() {
+        // What perf2bolt 22 prints for one trace of count 1 (5 bytes executed in a 37-byte
+        // function), and for the same trace counted twice.
+        let one = Density {
+            functions: vec![(5.0 / 37.0, 1)],
+            total_samples: 1,
+        };
+        let r = one.report(990_000, 60.0);
+        assert_eq!(
+            r.info,
+            "BOLT-INFO: Functions with density >= 0.0 account for 99.00% total sample counts."
+        );
+        assert!(
+            r.warning
+                .is_some_and(|w| w.contains("the output profile is empty"))
+        );
+        let two = Density {
+            functions: vec![(10.0 / 37.0, 2)],
+            total_samples: 2,
+        };
+        assert_eq!(
+            two.report(990_000, 60.0).info,
+            "BOLT-INFO: Functions with density >= 0.3 account for 99.00% total sample counts."
+        );
+        assert_eq!(
+            one.report(1_000_000, 60.0).info,
+            "BOLT-INFO: Functions with density >= 0.1 account for 100.00% total sample counts."
+        );
+        assert_eq!(
+            one.report(500_000, 60.0).info,
+            "BOLT-INFO: Functions with density >= 0.0 account for 50.00% total sample counts."
+        );
+    }
     use proptest::prelude::*;
 
     proptest! {

@@ -721,8 +721,8 @@ fn imputed_fall_throughs_match_perf2bolt() {
 
 /// perf2bolt 22's options that change none of its outputs for conversion (`--aggregate-only`,
 /// on in perf2bolt; memory-profile switches; `--bolt-info`; `--ignore-interrupt-lbr`, on by
-/// default; `--show-density`, always on) are accepted in LLVM's spellings and give perf2bolt's
-/// fdata, YAML and statistics.
+/// default; `--show-density`, always on; `-v=1`, whose lines describe BOLT's rewriting) are
+/// accepted in LLVM's spellings and give perf2bolt's fdata, YAML and statistics.
 #[test]
 fn no_op_options_are_accepted_like_perf2bolt() {
     let p1 = tk::build("perf2bolt-p1", &["perf2bolt/p1.c"], FLAGS);
@@ -737,6 +737,7 @@ fn no_op_options_are_accepted_like_perf2bolt() {
         "-bolt-info",
         "--ignore-interrupt-lbr=true",
         "--show-density",
+        "-v=1",
     ];
     let expected = fdata_yaml_and_stats_match_perf2bolt(&p1, &prof, &dir, "no-op options", &extra);
     assert!(expected.lines().count() > 10, "{expected}");

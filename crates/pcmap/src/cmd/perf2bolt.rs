@@ -133,6 +133,12 @@ pub struct Args {
     /// FILE-section-hotness.csv and FILE-<size> at the zoom-out sizes too), before converting.
     #[arg(long = "heatmap", value_name = "FILE")]
     pub heatmap: Option<PathBuf>,
+    /// LLVM's verbosity level (`-v=1`). Accepted so scripts run unchanged; the lines it adds
+    /// to perf2bolt's output describe BOLT's rewriting of the binary (RELRO marking, function
+    /// fragments, functions skipped) and are not printed. The profile and the statistics do not
+    /// depend on it, in perf2bolt either.
+    #[arg(long = "v", value_name = "N", default_value_t = 0)]
+    pub verbosity: u32,
     /// No effect: perf2bolt writes no binary.
     #[arg(long = "bolt-info", value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = llvm_bool)]
@@ -550,6 +556,7 @@ const LLVM_LONG_OPTIONS: &[&str] = &[
     "filter-mem-profile",
     "bolt-info",
     "heatmap",
+    "v",
 ];
 
 /// Let `pcmap perf2bolt` replace `perf2bolt` in scripts: LLVM's command line takes long options
