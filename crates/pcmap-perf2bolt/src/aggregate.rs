@@ -296,6 +296,10 @@ pub struct Aggregator<'a, 'data> {
     cfgs: Vec<OnceLock<Cfg>>,
     /// Secondary entry points of every function (offsets), from every function's references.
     entries: OnceLock<Vec<Vec<u64>>>,
+    /// The start of every jump table of the binary, sorted: each table ends where the next
+    /// one starts, whichever function it belongs to (BOLT's `populateJumpTables`). Set with
+    /// `entries`.
+    table_starts: OnceLock<Vec<u64>>,
     /// Decodes made for the references of functions the profile touches, until their CFG
     /// takes them.
     pending: Vec<Mutex<Option<cfg::Decoded>>>,
@@ -333,6 +337,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             image,
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
             entries: OnceLock::new(),
+            table_starts: OnceLock::new(),
             pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
             decodes: AtomicUsize::new(0),
             hashing: false,
@@ -521,24 +526,27 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn prepare(&self, touched: Option<&[bool]>) {
         self.entries.get_or_init(|| {
             let funcs = self.image.functions();
-            let refs: Vec<u64> = (0..funcs.len())
+            let decoded: Vec<(Vec<u64>, Vec<u64>)> = (0..funcs.len())
                 .into_par_iter()
                 .filter(|&i| funcs[i].kind == FunctionKind::Regular)
-                .flat_map_iter(|i| {
+                .map(|i| {
                     self.decodes.fetch_add(1, Ordering::Relaxed);
                     let keep = touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
                         && self.cfgs[i].get().is_none();
-                    if !keep {
-                        return self.image.outgoing_references(i);
-                    }
-                    let (d, refs) = cfg::decode(self.image, &funcs[i], self.hashing);
-                    if let Ok(mut slot) = self.pending[i].lock() {
+                    let (d, refs) = cfg::decode(self.image, &funcs[i], keep && self.hashing);
+                    let starts: Vec<u64> = d.table_starts().collect();
+                    if keep && let Ok(mut slot) = self.pending[i].lock() {
                         *slot = Some(d);
                     }
-                    refs
+                    (refs, starts)
                 })
                 .collect();
-            self.image.entry_points(refs)
+            let mut starts: Vec<u64> = decoded.iter().flat_map(|d| d.1.iter().copied()).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            let _ = self.table_starts.set(starts);
+            self.image
+                .entry_points(decoded.into_iter().flat_map(|d| d.0))
         });
     }
 
@@ -561,7 +569,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                         self.decodes.fetch_add(1, Ordering::Relaxed);
                         cfg::decode(self.image, f, self.hashing).0
                     });
-                    cfg::build_from(self.image, f, entries, d)
+                    let starts = self.table_starts.get().map(Vec::as_slice);
+                    cfg::build_from(self.image, f, entries, d, starts)
                 }
                 FunctionKind::Plt => Cfg::default(),
             }

@@ -302,7 +302,7 @@ pub fn decode_one(image: &BoltFunctions<'_, '_>, addr: u64) -> Option<Flow> {
 
 /// Build the CFG of `func`.
 pub fn build(image: &BoltFunctions<'_, '_>, func: &Function, entries: &[u64]) -> Cfg {
-    build_from(image, func, entries, decode(image, func, true).0)
+    build_from(image, func, entries, decode(image, func, true).0, None)
 }
 
 /// One function decoded (once): its instructions and in-function branch targets, before
@@ -313,15 +313,15 @@ pub struct Decoded {
     pub(crate) insns: Vec<Insn>,
     pub(crate) decoded: Vec<Instruction>,
     pub(crate) offsets: Vec<ConstantOffsets>,
-    /// Jump-table instruction index -> in-function target offsets, sorted by index (direct
-    /// jumps keep their target in [`Insn::target`]).
-    tables: Vec<(u32, Vec<u64>)>,
-    /// In relocation mode, the offsets data refers to besides the recognised tables' targets
-    /// (BOLT's externally referenced offsets): targets of data relocations into the function, and
-    /// of position-independent jump tables the function loads the base of (`lea table(%rip)`)
-    /// without a recognised indirect jump through them (BOLT finds such tables from the `lea`:
-    /// "catch jump table references outside of the basic block containing the indirect jump").
-    referenced_by_data: Vec<u64>,
+    /// Jump-table instruction index -> its table, in instruction order. The entries are read
+    /// when the CFG is built ([`build_from`]): a table ends where the next table of the binary
+    /// starts, and the other functions' tables are known only once every function is decoded.
+    jump_tables: Vec<(u32, JumpTable)>,
+    /// In relocation mode, the addresses outside code that RIP-relative `lea`s load: bases of
+    /// position-independent jump tables whose indirect jump is elsewhere (BOLT finds such tables
+    /// from the `lea`: "catch jump table references outside of the basic block containing the
+    /// indirect jump"), sorted.
+    table_leas: Vec<u64>,
     /// Every byte of the function decoded.
     simple: bool,
     /// No invalid instruction.
@@ -390,7 +390,6 @@ fn decode_into(
     if let Some(o) = offsets.as_deref_mut() {
         o.reserve(bytes.len() / 4 + 1);
     }
-    let mut targets: Vec<(u32, Vec<u64>)> = Vec::new(); // jump-table insn index -> targets
     let mut simple = (bytes.len() as u64) == size;
     let mut complete = true;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
@@ -462,88 +461,114 @@ fn decode_into(
         }
         decoded.push(ins);
     }
-    // Jump tables end where the function's next table starts (tables of a function are laid out
-    // one after the other) or at the first entry that does not point into the function.
-    let mut bases: Vec<u64> = tables
-        .iter()
-        .map(|t| t.1.base)
-        .chain(table_leas.iter().copied())
-        .collect();
-    bases.sort_unstable();
-    bases.dedup();
-    for &(idx, table) in &tables {
-        let base = table.base;
-        let limit = bases
-            .iter()
-            .copied()
-            .find(|&b| b > base)
-            .unwrap_or(u64::MAX);
-        let jt = jump_table_targets(image, func, table, limit);
-        if jt.is_empty() {
-            insns[idx as usize].tail_call = true;
-        } else {
-            targets.push((idx, jt));
-        }
-    }
-    targets.sort_by_key(|t| t.0);
-    // Tables only a `lea` points at: BOLT takes data there for a PIC jump table of this
-    // function when it has more than one entry into the function.
-    let mut referenced_by_data = Vec::new();
     table_leas.sort_unstable();
     table_leas.dedup();
-    for &base in &table_leas {
-        if tables.iter().any(|t| t.1.base == base) {
-            continue;
-        }
-        let limit = bases
-            .iter()
-            .copied()
-            .find(|&b| b > base)
-            .unwrap_or(u64::MAX);
-        let table = JumpTable {
-            base,
-            absolute: false,
-        };
-        let jt = jump_table_targets(image, func, table, limit);
-        if jt.len() > 1 {
-            referenced_by_data.extend(jt);
-        }
-    }
-    // Data relocations into the function (jump-table entries and the like; not at its start).
-    referenced_by_data.extend(
-        image
-            .data_references_in(start + 1, start + size)
-            .iter()
-            .map(|&a| a - start),
-    );
-    referenced_by_data.sort_unstable();
-    referenced_by_data.dedup();
     // Kept until the CFG is built (possibly for every profiled function at once): no slack.
     insns.shrink_to_fit();
     Decoded {
         insns,
         decoded: Vec::new(),
         offsets: Vec::new(),
-        tables: targets,
-        referenced_by_data,
+        jump_tables: tables,
+        table_leas,
         simple,
         complete,
     }
 }
 
+impl Decoded {
+    /// The start addresses of the jump tables this function uses or loads the base of: the
+    /// bounds of every table of the binary ([`build_from`]'s `table_starts`).
+    pub fn table_starts(&self) -> impl Iterator<Item = u64> + '_ {
+        self.jump_tables
+            .iter()
+            .map(|t| t.1.base)
+            .chain(self.table_leas.iter().copied())
+    }
+
+    /// Read the function's jump tables, each ending at the first of `table_starts` (sorted)
+    /// after its own start, or at the first entry that does not point into the function:
+    /// (jump instruction index -> in-function targets, sorted by index; the offsets data refers
+    /// to). A jump whose table has no entry becomes a tail call.
+    fn read_tables(
+        &mut self,
+        image: &BoltFunctions<'_, '_>,
+        func: &Function,
+        table_starts: &[u64],
+    ) -> (Vec<(u32, Vec<u64>)>, Vec<u64>) {
+        let limit = |base: u64| {
+            let i = table_starts.partition_point(|&b| b <= base);
+            table_starts.get(i).copied().unwrap_or(u64::MAX)
+        };
+        let mut targets: Vec<(u32, Vec<u64>)> = Vec::new();
+        for &(idx, table) in &self.jump_tables {
+            let jt = jump_table_targets(image, func, table, limit(table.base));
+            if jt.is_empty() {
+                self.insns[idx as usize].tail_call = true;
+            } else {
+                targets.push((idx, jt));
+            }
+        }
+        targets.sort_by_key(|t| t.0);
+        // Tables only a `lea` points at: BOLT takes data there for a PIC jump table of this
+        // function when it has more than one entry into the function.
+        let mut referenced_by_data = Vec::new();
+        for &base in &self.table_leas {
+            if self.jump_tables.iter().any(|t| t.1.base == base) {
+                continue;
+            }
+            let table = JumpTable {
+                base,
+                absolute: false,
+            };
+            let jt = jump_table_targets(image, func, table, limit(base));
+            if jt.len() > 1 {
+                referenced_by_data.extend(jt);
+            }
+        }
+        // Data relocations into the function (jump-table entries and the like; not at its
+        // start).
+        let (start, size) = (func.address, func.size);
+        referenced_by_data.extend(
+            image
+                .data_references_in(start + 1, start + size)
+                .iter()
+                .map(|&a| a - start),
+        );
+        referenced_by_data.sort_unstable();
+        referenced_by_data.dedup();
+        (targets, referenced_by_data)
+    }
+}
+
 /// Form the blocks of a decoded function whose secondary entry points (offsets) are `entries`.
+///
+/// `table_starts`: the start of every jump table of the binary, sorted (see
+/// [`Decoded::table_starts`]); a table ends where the next one starts. `None`: only this
+/// function's own tables bound each other.
 pub fn build_from(
     image: &BoltFunctions<'_, '_>,
     func: &Function,
     entries: &[u64],
-    d: Decoded,
+    mut d: Decoded,
+    table_starts: Option<&[u64]>,
 ) -> Cfg {
+    let own: Vec<u64>;
+    let table_starts = match table_starts {
+        Some(t) => t,
+        None => {
+            let mut v: Vec<u64> = d.table_starts().collect();
+            v.sort_unstable();
+            v.dedup();
+            own = v;
+            &own
+        }
+    };
+    let (tables, referenced_by_data) = d.read_tables(image, func, table_starts);
     let Decoded {
         mut insns,
         decoded,
         offsets,
-        tables,
-        referenced_by_data,
         simple,
         ..
     } = d;

@@ -1061,26 +1061,14 @@ fn spe_and_itrace_are_refused_with_a_reason() {
 /// of their loops, so the dispatch block holds only `movslq; add; jmp *%reg`. BOLT still finds
 /// those tables from the `lea` and, in relocation mode, reads such a jump as unknown control flow
 /// (successors: every offset data refers to) rather than a tail call; absolute tables only a
-/// `mov` reads count through their relocations.
-/// - non-PIE: fdata, YAML and statistics (the "unknown control flow" line included) equal
-///   perf2bolt 22's;
-/// - PIE: the "unknown control flow" line, and the YAML entry of every function perf2bolt lists
-///   with `-print-unknown`, equal perf2bolt 22's. (The whole PIE profile is not compared: one
-///   function, `ZSTD_CCtxParams_setParameter`, gets no CFG in pcmap because its jump table is
-///   read past the next function's table, which BOLT knows of and pcmap does not.)
+/// `mov` reads count through their relocations. A table ends where the next table of the binary
+/// starts, whichever function it belongs to: in the PIE build, reading
+/// `ZSTD_CCtxParams_setParameter`'s table on into the next function's (its entries are offsets
+/// from the table, so they can land in the wrong function) took that function's CFG away.
+/// fdata, YAML and statistics (the "unknown control flow" line included) equal perf2bolt 22's.
 #[test]
 fn zstd_jump_tables_with_hoisted_bases_match_perf2bolt() {
     let line = "functions have instructions with unknown control flow";
-    // The YAML entries (`  - name: ...` to the next) of the functions named in `names`.
-    let entries = |yaml: &str, names: &[String]| -> Vec<String> {
-        yaml.split("\n  - name:")
-            .filter(|e| {
-                let name = e.lines().next().unwrap_or("").trim().trim_matches('\'');
-                names.iter().any(|n| n == name)
-            })
-            .map(String::from)
-            .collect()
-    };
     for (tag, pie) in [("no-pie", false), ("pie", true)] {
         let pic: &[&str] = if pie {
             &["-fpie", "-pie"]
@@ -1092,56 +1080,13 @@ fn zstd_jump_tables_with_hoisted_bases_match_perf2bolt() {
         let dir = tk::scratch_dir(&format!("cli-perf2bolt-zstd-{tag}"));
         let prof = dir.join("zstd.pa");
         std::fs::write(&prof, support::control_flow_profile(&bin, 30000, 3)).unwrap();
-        if !pie {
-            let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, tag, &[]);
-            assert!(expected.lines().count() > 100, "{tag}: {expected}");
-            continue;
-        }
-        let p2b_yaml = dir.join("p2b.yaml");
-        let (_, p2b) = support::perf2bolt(
-            &bin,
-            &prof,
-            &dir.join("p2b.fdata"),
-            &["-w", p2b_yaml.to_str().unwrap()],
+        let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, tag, &[]);
+        assert!(expected.lines().count() > 100, "{tag}: {expected}");
+        // The builds have the jumps this test is about.
+        let (_, stdout) = support::perf2bolt(&bin, &prof, &dir.join("again.fdata"), &[]);
+        assert!(
+            stdout.contains(line),
+            "{tag}: no unknown control flow:\n{stdout}"
         );
-        let out = pcmap(
-            &bin,
-            &prof,
-            &dir.join("pcmap.fdata"),
-            &["-w", dir.join("pcmap.yaml").to_str().unwrap()],
-        );
-        tk::assert_success("pcmap perf2bolt", &out);
-        let ours = String::from_utf8_lossy(&out.stdout).to_string();
-        let of = |s: &str| s.lines().find(|l| l.contains(line)).map(String::from);
-        assert!(of(&p2b).is_some(), "{tag}: no unknown control flow:\n{p2b}");
-        assert_eq!(of(&ours), of(&p2b), "{tag}");
-        // perf2bolt's `-print-unknown` list (on standard error).
-        let listed = tk::run_success(
-            Command::new(tk::tool("perf2bolt"))
-                .arg(&bin)
-                .args(["--pa", "-p"])
-                .arg(&prof)
-                .arg("-o")
-                .arg(dir.join("list.fdata"))
-                .arg("-print-unknown"),
-        );
-        let text = String::from_utf8_lossy(&listed.stdout).to_string()
-            + &String::from_utf8_lossy(&listed.stderr);
-        let names: Vec<String> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("function with unknown control flow: "))
-            .map(|n| match n.rfind("(*") {
-                Some(i) if n.ends_with(')') => n[..i].to_string(),
-                _ => n.to_string(),
-            })
-            .collect();
-        assert!(names.len() >= 2, "{tag}: {text}");
-        let theirs = entries(&std::fs::read_to_string(&p2b_yaml).unwrap(), &names);
-        let mine = entries(
-            &std::fs::read_to_string(dir.join("pcmap.yaml")).unwrap(),
-            &names,
-        );
-        assert!(!theirs.is_empty(), "{tag}: none of {names:?} is profiled");
-        assert_eq!(mine, theirs, "{tag}: YAML of {names:?} ({})", dir.display());
     }
 }
