@@ -169,9 +169,21 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             let mut names = vec![s.bolt_name.clone().unwrap_or_else(|| s.name.to_string())];
             names.extend(s.bolt_file_name.clone());
             if is_label {
-                // An untyped label inside a sized function is not a function of its own.
+                // A label inside the previous function is not a function of its own: inside
+                // its size, or, when its size is unknown (0), a local untyped label of its
+                // section (BOLT's `isSymbolValidInScope`; a global label after a zero-size
+                // function starts a function, e.g. a moved function's secondary entry left in
+                // a BOLTed binary's original code).
+                let section = |a: u64| binary.code_section_at(a).map(|sec| sec.address);
                 let contained = functions.last().is_some_and(|f| {
-                    s.address >= f.address && (f.size == 0 || s.address - f.address < f.size)
+                    s.address >= f.address
+                        && if f.size == 0 {
+                            matches!(s.kind, SymbolKind::NoType)
+                                && s.is_local
+                                && section(s.address) == section(f.address)
+                        } else {
+                            s.address - f.address < f.size
+                        }
                 });
                 if contained {
                     continue;

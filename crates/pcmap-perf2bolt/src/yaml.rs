@@ -242,6 +242,23 @@ fn entry_discriminator(agg: &Aggregator<'_, '_>, fi: usize, offset: u64) -> u32 
     cfg.blocks[1..=b].iter().filter(|x| x.is_entry).count() as u32
 }
 
+/// The entry discriminator of a direct call to `target` in function `fi` when `fi` is a fragment
+/// BOLT rewrote (perf2bolt's `BoltAddressTranslation::translateSymbol`): the target translated to
+/// an input offset of the input function, then numbered among that function's BAT secondary
+/// entry points (0 for its start or any other offset). 0 for other callees.
+fn bat_call_discriminator(agg: &Aggregator<'_, '_>, fi: usize, target: u64) -> u32 {
+    let Some(bat) = agg.bat() else {
+        return 0;
+    };
+    let start = agg.image().functions()[fi].address;
+    if !bat.is_bat_function(start) {
+        return 0;
+    }
+    bat.translate_in(start, target, false).map_or(0, |t| {
+        entry_discriminator(agg, callee(agg, fi), t.input_offset)
+    })
+}
+
 /// One function converted from its CFG (perf2bolt's `YAMLProfileWriter::convert`).
 fn cfg_function(
     agg: &Aggregator<'_, '_>,
@@ -350,9 +367,11 @@ fn cfg_function(
                         }
                     }
                     _ => {
-                        let dest_id = image
-                            .function_containing(insn.target)
-                            .map_or(0, |t| ids[callee(agg, t)]);
+                        let (dest_id, disc) =
+                            image.function_containing(insn.target).map_or((0, 0), |t| {
+                                let disc = bat_call_discriminator(agg, t, insn.target);
+                                (ids[callee(agg, t)], disc)
+                            });
                         direct = Some((k.from, calls.len()));
                         // Conditional tail calls keep their mispredictions.
                         let mispreds = if insn.flow == Flow::CondJump {
@@ -360,7 +379,9 @@ fn cfg_function(
                         } else {
                             0
                         };
-                        calls.push(call_site(bi, offset, dest_id, c.count, mispreds));
+                        let mut site = call_site(bi, offset, dest_id, c.count, mispreds);
+                        site.1.entry_discriminator = disc;
+                        calls.push(site);
                     }
                 }
                 continue;

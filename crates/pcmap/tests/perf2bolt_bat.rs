@@ -433,3 +433,69 @@ fn bat_perf_data_basic_samples_match_perf2bolt() {
     };
     assert_eq!(stat(&stdout), stat(&p2b));
 }
+
+/// A call from a function BOLT left in place (`main`, outside `--funcs`) to the secondary entry
+/// point of a function it rewrote and split (`twoway_alt` of `twoway`; with
+/// `--split-strategy=all` its block lands in a cold fragment, and BOLT points the call there):
+/// perf2bolt's YAML names the input function and its first secondary entry (`fid` of `twoway`,
+/// `disc: 1`), translating the call's target through BAT. fdata, statistics and YAML equal
+/// perf2bolt 22's.
+#[test]
+fn call_to_split_secondary_entry_matches_perf2bolt() {
+    let binary = build("bat-secentry", &["bat/secentry.s"], CFLAGS);
+    let bolted = bolt_with_instrumentation(
+        &binary,
+        &[],
+        &[
+            "--enable-bat",
+            "--funcs=twoway",
+            "-split-functions",
+            "--split-strategy=all",
+            "-split-all-cold",
+        ],
+    );
+    // Every call in `main` (kept in place), taken once to its target.
+    let funcs = functions(&bolted);
+    let main = funcs
+        .iter()
+        .find(|f| f.name == "main")
+        .expect("main in the BOLTed binary");
+    let profile: String = main
+        .insns
+        .iter()
+        .filter(|i| i.mnemonic.starts_with("call"))
+        .filter_map(|i| i.target.map(|t| format!("B {:x} {t:x} 1 0\n", i.addr)))
+        .collect();
+    assert!(profile.lines().count() >= 2, "calls of main: {profile}");
+    let dir = tk::scratch_dir("cli-perf2bolt-bat-secondary-call");
+    let (expected, ours) = run_both(&bolted, &dir, &profile, &[]);
+    assert_eq!(ours, expected, "fdata ({})", dir.display());
+    let prof = dir.join("prof.pa");
+    let theirs_yaml = dir.join("p2b.yaml");
+    support::perf2bolt(
+        &bolted,
+        &prof,
+        &dir.join("p2b-yaml.fdata"),
+        &["-w", theirs_yaml.to_str().unwrap()],
+    );
+    let ours_yaml = dir.join("pcmap.yaml");
+    let out = pcmap(
+        &bolted,
+        &prof,
+        &dir.join("pcmap-yaml.fdata"),
+        &["-w", ours_yaml.to_str().unwrap()],
+    );
+    tk::assert_success("pcmap perf2bolt", &out);
+    let theirs = std::fs::read_to_string(&theirs_yaml).unwrap();
+    assert!(
+        theirs.contains("disc: 1"),
+        "perf2bolt names no secondary entry ({}):\n{theirs}",
+        dir.display()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ours_yaml).unwrap(),
+        theirs,
+        "YAML ({})",
+        dir.display()
+    );
+}
