@@ -300,6 +300,10 @@ pub struct Aggregator<'a, 'data> {
     /// one starts, whichever function it belongs to (BOLT's `populateJumpTables`). Set with
     /// `entries`.
     table_starts: OnceLock<Vec<u64>>,
+    /// Which functions have an indirect jump through no jump table (indexed like
+    /// [`BoltFunctions::functions`]): the only ones that can have unknown control flow. Set
+    /// with `entries`.
+    indirect_jumps: OnceLock<Vec<bool>>,
     /// Decodes made for the references of functions the profile touches, until their CFG
     /// takes them.
     pending: Vec<Mutex<Option<cfg::Decoded>>>,
@@ -338,6 +342,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
             entries: OnceLock::new(),
             table_starts: OnceLock::new(),
+            indirect_jumps: OnceLock::new(),
             pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
             decodes: AtomicUsize::new(0),
             hashing: false,
@@ -391,18 +396,15 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             return 0;
         }
         let funcs = self.image.functions();
-        let binary = self.image.binary();
+        self.prepare(None);
+        let indirect = self.indirect_jumps.get().map_or(&[][..], Vec::as_slice);
         (0..funcs.len())
             .into_par_iter()
             .filter(|&i| {
-                let f = &funcs[i];
-                if f.kind != FunctionKind::Regular {
-                    return false;
-                }
-                let may_jump_indirectly = binary
-                    .code_bytes(f.address, f.size)
-                    .is_some_and(|b| b.windows(2).any(|w| w[0] == 0xFF && (w[1] >> 3) & 7 == 4));
-                if !may_jump_indirectly {
+                // Only a function with an indirect jump through no table needs its CFG here.
+                if funcs[i].kind != FunctionKind::Regular
+                    || !indirect.get(i).copied().unwrap_or(false)
+                {
                     return false;
                 }
                 let cfg = self.cfg(i);
@@ -526,7 +528,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn prepare(&self, touched: Option<&[bool]>) {
         self.entries.get_or_init(|| {
             let funcs = self.image.functions();
-            let decoded: Vec<(Vec<u64>, Vec<u64>)> = (0..funcs.len())
+            let decoded: Vec<(usize, Vec<u64>, Vec<u64>, bool)> = (0..funcs.len())
                 .into_par_iter()
                 .filter(|&i| funcs[i].kind == FunctionKind::Regular)
                 .map(|i| {
@@ -535,18 +537,24 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                         && self.cfgs[i].get().is_none();
                     let (d, refs) = cfg::decode(self.image, &funcs[i], keep && self.hashing);
                     let starts: Vec<u64> = d.table_starts().collect();
+                    let indirect = d.has_tableless_indirect_jump(self.image, &funcs[i]);
                     if keep && let Ok(mut slot) = self.pending[i].lock() {
                         *slot = Some(d);
                     }
-                    (refs, starts)
+                    (i, refs, starts, indirect)
                 })
                 .collect();
-            let mut starts: Vec<u64> = decoded.iter().flat_map(|d| d.1.iter().copied()).collect();
+            let mut starts: Vec<u64> = decoded.iter().flat_map(|d| d.2.iter().copied()).collect();
             starts.sort_unstable();
             starts.dedup();
             let _ = self.table_starts.set(starts);
+            let mut indirect = vec![false; funcs.len()];
+            for d in &decoded {
+                indirect[d.0] = d.3;
+            }
+            let _ = self.indirect_jumps.set(indirect);
             self.image
-                .entry_points(decoded.into_iter().flat_map(|d| d.0))
+                .entry_points(decoded.into_iter().flat_map(|d| d.1))
         });
     }
 

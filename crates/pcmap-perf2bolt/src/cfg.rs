@@ -477,6 +477,28 @@ fn decode_into(
 }
 
 impl Decoded {
+    /// Whether the function has an indirect jump through no jump table (none recognised, or
+    /// one whose first entry is not in the function): the only jumps that can be unknown
+    /// control flow ([`IndirectJump::Unknown`]) once the CFG is built.
+    pub fn has_tableless_indirect_jump(
+        &self,
+        image: &BoltFunctions<'_, '_>,
+        func: &Function,
+    ) -> bool {
+        self.insns.iter().enumerate().any(|(k, i)| {
+            i.flow == Flow::IndirectJump
+                && match self.jump_tables.iter().find(|t| t.0 as usize == k) {
+                    None => true,
+                    // A table is empty when its first entry is: the next table of the binary
+                    // starts after it.
+                    Some(&(_, table)) => {
+                        jump_table_targets(image, func, table, table.base.saturating_add(8))
+                            .is_empty()
+                    }
+                }
+        })
+    }
+
     /// The start addresses of the jump tables this function uses or loads the base of: the
     /// bounds of every table of the binary ([`build_from`]'s `table_starts`).
     pub fn table_starts(&self) -> impl Iterator<Item = u64> + '_ {
