@@ -293,7 +293,9 @@ impl Density {
 /// profile touches keep that decode for their CFG, which block and function hashes use too.
 pub struct Aggregator<'a, 'data> {
     image: &'a BoltFunctions<'a, 'data>,
-    cfgs: Vec<OnceLock<Cfg>>,
+    /// Boxed: one slot per function of the binary, most of them never filled (a `Cfg` inline
+    /// is a few hundred bytes; 100,000 functions made that 30 MB).
+    cfgs: Vec<OnceLock<Box<Cfg>>>,
     /// Secondary entry points of every function (offsets), from every function's references.
     entries: OnceLock<Vec<Vec<u64>>>,
     /// The start of every jump table of the binary, sorted: each table ends where the next
@@ -306,7 +308,7 @@ pub struct Aggregator<'a, 'data> {
     indirect_jumps: OnceLock<Vec<bool>>,
     /// Decodes made for the references of functions the profile touches, until their CFG
     /// takes them.
-    pending: Vec<Mutex<Option<cfg::Decoded>>>,
+    pending: Vec<Mutex<Option<Box<cfg::Decoded>>>>,
     /// How many function decodes this aggregator made.
     decodes: AtomicUsize,
     /// CFGs keep their decoded instructions for block and function hashes.
@@ -539,7 +541,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     let starts: Vec<u64> = d.table_starts().collect();
                     let indirect = d.has_tableless_indirect_jump(self.image, &funcs[i]);
                     if keep && let Ok(mut slot) = self.pending[i].lock() {
-                        *slot = Some(d);
+                        *slot = Some(Box::new(d));
                     }
                     (i, refs, starts, indirect)
                 })
@@ -573,14 +575,17 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     self.prepare(None);
                     let entries = self.entries.get().map_or(&[][..], |e| &e[index]);
                     let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
-                    let d = pending.unwrap_or_else(|| {
-                        self.decodes.fetch_add(1, Ordering::Relaxed);
-                        cfg::decode(self.image, f, self.hashing).0
-                    });
+                    let d = pending.map_or_else(
+                        || {
+                            self.decodes.fetch_add(1, Ordering::Relaxed);
+                            cfg::decode(self.image, f, self.hashing).0
+                        },
+                        |d| *d,
+                    );
                     let starts = self.table_starts.get().map(Vec::as_slice);
-                    cfg::build_from(self.image, f, entries, d, starts)
+                    Box::new(cfg::build_from(self.image, f, entries, d, starts))
                 }
-                FunctionKind::Plt => Cfg::default(),
+                FunctionKind::Plt => Box::default(),
             }
         })
     }
