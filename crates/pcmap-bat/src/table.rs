@@ -31,19 +31,8 @@ pub struct BatTable {
     cold_fragments: Vec<u64>,
     /// Per function, its blocks by input offset (built on first use by `block_at`).
     blocks_by_input: std::sync::OnceLock<BlocksByInput>,
-    /// Address buckets narrowing the fragment search (see `fragment_index`).
-    buckets: FragmentBuckets,
-}
-
-/// A direct index over the fragment start addresses: bucket `b` covers
-/// `[base + (b << shift), base + ((b + 1) << shift))` and `first[b]` is the first fragment starting
-/// at or after the bucket's start, so a lookup binary-searches only the fragments of one bucket.
-/// There are at most about twice as many buckets as fragments.
-#[derive(Debug, Default)]
-struct FragmentBuckets {
-    base: u64,
-    shift: u32,
-    first: Vec<u32>,
+    /// Page index narrowing the fragment search (see `fragment_index`).
+    buckets: pcmap_bytes::StartIndex,
 }
 
 /// `(function, input offset) -> block`: sorted `(function index, input offset, block id)`.
@@ -249,16 +238,9 @@ impl BatTable {
     /// Index of the fragment with the greatest start `<= address`.
     #[inline]
     fn fragment_index(&self, address: u64) -> Option<usize> {
-        let b = &self.buckets;
-        let bucket = (address.checked_sub(b.base)? >> b.shift) as usize;
-        let n = self.fragment_addresses.len();
-        let (lo, hi) = match (b.first.get(bucket), b.first.get(bucket + 1)) {
-            (Some(&lo), Some(&hi)) => (lo as usize, hi as usize),
-            // Past the last bucket: after every fragment start.
-            _ => return n.checked_sub(1),
-        };
-        let within = self.fragment_addresses[lo..hi].partition_point(|&a| a <= address);
-        (lo + within).checked_sub(1)
+        self.buckets
+            .upper_bound(&self.fragment_addresses, address, |&a| a)
+            .checked_sub(1)
     }
 
     #[inline]
@@ -587,37 +569,8 @@ impl Builder {
         self.stream_fragments.sort_by_key(|f| f.0);
         t.fragment_addresses = self.stream_fragments.iter().map(|f| f.0).collect();
         t.fragments = self.stream_fragments.iter().map(|f| f.1).collect();
-        t.buckets = FragmentBuckets::new(&t.fragment_addresses);
+        t.buckets = pcmap_bytes::StartIndex::new(&t.fragment_addresses, |&a| a);
         self.table
-    }
-}
-
-impl FragmentBuckets {
-    fn new(addresses: &[u64]) -> Self {
-        let (Some(&base), Some(&last)) = (addresses.first(), addresses.last()) else {
-            return FragmentBuckets::default();
-        };
-        let span = last - base;
-        let target = (2 * addresses.len() as u64).next_power_of_two();
-        let mut shift = 0;
-        while (span >> shift) >= target {
-            shift += 1;
-        }
-        let count = (span >> shift) as usize + 1;
-        // `first[b]` for b in 0..=count; `first[count]` = number of fragments.
-        let mut first = Vec::with_capacity(count + 1);
-        let mut i = 0usize;
-        for bucket in 0..=count as u64 {
-            let start = base.saturating_add(bucket << shift);
-            while i < addresses.len() && addresses[i] < start {
-                i += 1;
-            }
-            first.push(i as u32);
-        }
-        if let Some(end) = first.last_mut() {
-            *end = addresses.len() as u32;
-        }
-        FragmentBuckets { base, shift, first }
     }
 }
 

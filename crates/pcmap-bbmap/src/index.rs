@@ -155,19 +155,16 @@ impl BlockIndexBuilder {
                     }
             })
             .collect();
-        let mut index = BlockIndex {
+        let dir = pcmap_bytes::StartIndex::new(&spans, |s| s[0]);
+        BlockIndex {
             spans,
             tags,
             blocks,
             callsites,
             range_first,
             handle_pos,
-            dir_base: 0,
-            dir_shift: 63,
-            dir: Vec::new(),
-        };
-        index.build_directory();
-        index
+            dir,
+        }
     }
 }
 
@@ -189,9 +186,8 @@ pub struct BlockIndex {
     /// number of blocks of the range).
     range_first: Vec<Vec<(u32, u32)>>,
     handle_pos: Vec<u32>,
-    dir_base: u64,
-    dir_shift: u32,
-    dir: Vec<u32>,
+    /// Page index over the block starts.
+    dir: pcmap_bytes::StartIndex,
 }
 
 impl BlockIndex {
@@ -216,34 +212,6 @@ impl BlockIndex {
             }
         }
         b.finish()
-    }
-
-    /// Bucket directory: `dir[k]` = number of block starts below `dir_base + (k << dir_shift)`,
-    /// with about one bucket per block (at most 2^24 buckets).
-    fn build_directory(&mut self) {
-        let (Some(&[first, _]), Some(&[last, _])) = (self.spans.first(), self.spans.last()) else {
-            return;
-        };
-        let span = (last - first).saturating_add(1);
-        let mut shift = 0u32;
-        while shift < 63
-            && ((span >> shift) > self.spans.len() as u64 || (span >> shift) > (1 << 24))
-        {
-            shift += 1;
-        }
-        let buckets = (span >> shift) + 2;
-        let mut dir = Vec::with_capacity(buckets as usize);
-        let mut pos = 0usize;
-        for k in 0..buckets {
-            let boundary = first.saturating_add(k << shift);
-            while pos < self.spans.len() && self.spans[pos][0] < boundary {
-                pos += 1;
-            }
-            dir.push(pos as u32);
-        }
-        self.dir_base = first;
-        self.dir_shift = shift;
-        self.dir = dir;
     }
 
     /// Number of blocks.
@@ -307,17 +275,7 @@ impl BlockIndex {
     /// Number of block starts `<= pc` (the upper bound).
     #[inline]
     fn upper_bound(&self, pc: u64) -> usize {
-        if pc < self.dir_base || self.dir.is_empty() {
-            return 0;
-        }
-        let k = (pc - self.dir_base) >> self.dir_shift;
-        let (lo, hi) = if k < (self.dir.len() - 1) as u64 {
-            let k = k as usize;
-            (self.dir[k] as usize, self.dir[k + 1] as usize)
-        } else {
-            (self.dir[self.dir.len() - 1] as usize, self.spans.len())
-        };
-        lo + self.spans[lo..hi].partition_point(|s| s[0] <= pc)
+        self.dir.upper_bound(&self.spans, pc, |s| s[0])
     }
 
     /// The block containing `pc` (for samples): the non-empty block with `start <= pc < end`.

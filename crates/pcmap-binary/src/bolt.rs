@@ -119,7 +119,7 @@ pub struct BoltFunctions<'a, 'data> {
     starts: Vec<u64>,
     ends: Vec<u64>,
     /// Page index over `starts`, so a lookup searches a handful of functions.
-    pages: StartPages,
+    pages: pcmap_bytes::StartIndex,
     /// Decoder bitness (64 for x86-64, 32 for i386).
     bitness: u32,
     /// `(function start, LSDA address)` of the FDEs with an LSDA, sorted.
@@ -311,7 +311,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             }
         }
         let starts: Vec<u64> = functions.iter().map(|f| f.address).collect();
-        let pages = StartPages::new(&starts);
+        let pages = pcmap_bytes::StartIndex::new(&starts, |&s| s);
         let ends = functions
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
@@ -362,7 +362,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     pub fn function_containing(&self, address: u64) -> Option<usize> {
         let i = self
             .pages
-            .starts_at_or_below(&self.starts, address)
+            .upper_bound(&self.starts, address, |&s| s)
             .checked_sub(1)?;
         (address < self.ends[i]).then_some(i)
     }
@@ -691,85 +691,5 @@ fn add_plt_functions(binary: &Binary<'_>, functions: &mut Vec<BoltFunction>) {
             break;
         }
         functions.push(pseudo(vec![format!("{name}@PLT")], address));
-    }
-}
-
-/// A page table over sorted start addresses: for each page of `1 << shift` bytes from the first
-/// start, how many starts lie at or below the page's first byte. A lookup then searches only the
-/// starts of one page (about one, by the choice of page size) instead of all of them: perf2bolt's
-/// aggregation looks up three addresses per trace, millions of times.
-#[derive(Debug, Default)]
-struct StartPages {
-    base: u64,
-    shift: u32,
-    /// `first[p]`: the number of starts `<= base + (p << shift)`; one more entry than pages.
-    first: Vec<u32>,
-}
-
-impl StartPages {
-    fn new(starts: &[u64]) -> Self {
-        let (Some(&base), Some(&last)) = (starts.first(), starts.last()) else {
-            return Self::default();
-        };
-        if u32::try_from(starts.len()).is_err() {
-            return Self::default();
-        }
-        // Pages about as many as the starts: the table stays the size of `starts`' index.
-        let per_start = (last - base) / starts.len() as u64;
-        let shift = (64 - per_start.leading_zeros()).clamp(4, 63);
-        let pages = ((last - base) >> shift) as usize + 1;
-        let mut first = Vec::with_capacity(pages + 1);
-        let mut n = 0usize;
-        for p in 0..=pages as u64 {
-            let at = base.saturating_add(p << shift);
-            while n < starts.len() && starts[n] <= at {
-                n += 1;
-            }
-            first.push(n as u32);
-        }
-        Self { base, shift, first }
-    }
-
-    /// The number of `starts` at or below `address` (`starts.partition_point(|&s| s <= address)`).
-    fn starts_at_or_below(&self, starts: &[u64], address: u64) -> usize {
-        let Some(off) = address.checked_sub(self.base) else {
-            return 0;
-        };
-        let p = usize::try_from(off >> self.shift).unwrap_or(usize::MAX);
-        if p >= self.first.len().saturating_sub(1) {
-            return starts.partition_point(|&s| s <= address);
-        }
-        let (lo, hi) = (self.first[p] as usize, self.first[p + 1] as usize);
-        lo + starts[lo..hi].partition_point(|&s| s <= address)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StartPages;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn start_pages_agree_with_binary_search(
-            mut starts in proptest::collection::vec(0u64..1 << 20, 0..200),
-            spread in 0u32..40,
-            probes in proptest::collection::vec(any::<u64>(), 1..50),
-        ) {
-            for s in &mut starts {
-                *s = s.wrapping_shl(spread % 20).wrapping_add(0x40_0000);
-            }
-            starts.sort_unstable();
-            let pages = StartPages::new(&starts);
-            let near: Vec<u64> = starts.iter().flat_map(|&s| [s.wrapping_sub(1), s, s + 1]).collect();
-            for &a in probes.iter().chain(&near).chain(&[0, u64::MAX]) {
-                let a = if spread % 2 == 0 { a % (1 << 28) } else { a };
-                prop_assert_eq!(
-                    pages.starts_at_or_below(&starts, a),
-                    starts.partition_point(|&s| s <= a),
-                    "address {:#x}", a
-                );
-            }
-        }
     }
 }

@@ -1,5 +1,6 @@
 //! Byte primitives shared by every pcmap format crate: one LEB128 read/write pair
-//! ([`leb128`]) and one bounds-checked field cursor ([`Cursor`]).
+//! ([`leb128`]), one bounds-checked field cursor ([`Cursor`]), and one page index over sorted
+//! start addresses ([`StartIndex`]) for "which function, fragment or block holds this address".
 //!
 //! This crate depends on nothing of ours (and on `thiserror` only), so the format crates that
 //! use it (`pcmap-bat`, `pcmap-bbmap`, `pcmap-btf`, `pcmap-trace`) can still be fuzzed and
@@ -12,8 +13,10 @@
 
 mod cursor;
 pub mod leb128;
+mod starts;
 
 pub use cursor::{Cursor, Endian};
+pub use starts::StartIndex;
 
 /// What went wrong reading a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -391,8 +391,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// How many functions BOLT optimizes (simple, not in the PLT) have an indirect jump of
     /// unknown control flow, profiled or not, in relocation mode (outside it BOLT does not
-    /// optimize such functions). Only functions whose bytes could hold an indirect jump
-    /// (`FF /4`) get a CFG for this.
+    /// optimize such functions). Only functions with an indirect jump through no jump table
+    /// (noted by [`Self::prepare`]) get a CFG for this.
     fn unknown_control_flow_functions(&self) -> u64 {
         if !self.image.relocation_mode() {
             return 0;
@@ -530,33 +530,41 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn prepare(&self, touched: Option<&[bool]>) {
         self.entries.get_or_init(|| {
             let funcs = self.image.functions();
-            let decoded: Vec<(usize, Vec<u64>, Vec<u64>, bool)> = (0..funcs.len())
+            let scans: Vec<Scan> = (0..funcs.len())
                 .into_par_iter()
                 .filter(|&i| funcs[i].kind == FunctionKind::Regular)
                 .map(|i| {
                     self.decodes.fetch_add(1, Ordering::Relaxed);
                     let keep = touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
                         && self.cfgs[i].get().is_none();
-                    let (d, refs) = cfg::decode(self.image, &funcs[i], keep && self.hashing);
-                    let starts: Vec<u64> = d.table_starts().collect();
-                    let indirect = d.has_tableless_indirect_jump(self.image, &funcs[i]);
+                    let (d, references) = cfg::decode(self.image, &funcs[i], keep && self.hashing);
+                    let scan = Scan {
+                        function: i,
+                        references,
+                        table_starts: d.table_starts().collect(),
+                        tableless_indirect_jump: d
+                            .has_tableless_indirect_jump(self.image, &funcs[i]),
+                    };
                     if keep && let Ok(mut slot) = self.pending[i].lock() {
                         *slot = Some(Box::new(d));
                     }
-                    (i, refs, starts, indirect)
+                    scan
                 })
                 .collect();
-            let mut starts: Vec<u64> = decoded.iter().flat_map(|d| d.2.iter().copied()).collect();
+            let mut starts: Vec<u64> = scans
+                .iter()
+                .flat_map(|s| s.table_starts.iter().copied())
+                .collect();
             starts.sort_unstable();
             starts.dedup();
             let _ = self.table_starts.set(starts);
             let mut indirect = vec![false; funcs.len()];
-            for d in &decoded {
-                indirect[d.0] = d.3;
+            for s in &scans {
+                indirect[s.function] = s.tableless_indirect_jump;
             }
             let _ = self.indirect_jumps.set(indirect);
             self.image
-                .entry_points(decoded.into_iter().flat_map(|d| d.1))
+                .entry_points(scans.into_iter().flat_map(|s| s.references))
         });
     }
 
@@ -1011,6 +1019,17 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 }
 
+/// What [`Aggregator::prepare`]'s one decode of a function tells about the whole binary.
+struct Scan {
+    function: usize,
+    /// Addresses outside the function its instructions refer to (secondary entry points).
+    references: Vec<u64>,
+    /// Starts of the jump tables it uses or loads (every table's bound).
+    table_starts: Vec<u64>,
+    /// It has an indirect jump through no jump table (it may have unknown control flow).
+    tableless_indirect_jump: bool,
+}
+
 /// Reorder `items` in place so that their buckets (`bucket(item) < buckets`) come in increasing
 /// order (American flag sort: each item is swapped straight into its bucket's next free place).
 /// Returns where each bucket starts, with the total length last.
@@ -1040,6 +1059,7 @@ fn bucket_in_place<T>(items: &mut [T], buckets: usize, bucket: impl Fn(&T) -> us
 #[cfg(test)]
 mod tests {
     use super::{Density, bucket_in_place};
+    use proptest::prelude::*;
 
     #[test]
     fn density_cutoff_is_integer_arithmetic() {
@@ -1075,7 +1095,6 @@ mod tests {
             "BOLT-INFO: Functions with density >= 0.0 account for 50.00% total sample counts."
         );
     }
-    use proptest::prelude::*;
 
     proptest! {
         #[test]

@@ -485,18 +485,18 @@ impl Decoded {
         image: &BoltFunctions<'_, '_>,
         func: &Function,
     ) -> bool {
-        self.insns.iter().enumerate().any(|(k, i)| {
-            i.flow == Flow::IndirectJump
-                && match self.jump_tables.iter().find(|t| t.0 as usize == k) {
-                    None => true,
-                    // A table is empty when its first entry is: the next table of the binary
-                    // starts after it.
-                    Some(&(_, table)) => {
-                        jump_table_targets(image, func, table, table.base.saturating_add(8))
-                            .is_empty()
-                    }
-                }
-        })
+        // Each indirect jump with a recognised table has exactly one entry in `jump_tables`.
+        let indirect = self
+            .insns
+            .iter()
+            .filter(|i| i.flow == Flow::IndirectJump)
+            .count();
+        indirect > self.jump_tables.len()
+            || self.jump_tables.iter().any(|&(_, table)| {
+                // A table is empty when its first entry is: the next table of the binary starts
+                // after it.
+                jump_table_targets(image, func, table, table.base.saturating_add(8)).is_empty()
+            })
     }
 
     /// The start addresses of the jump tables this function uses or loads the base of: the
@@ -535,8 +535,10 @@ impl Decoded {
         // Tables only a `lea` points at: BOLT takes data there for a PIC jump table of this
         // function when it has more than one entry into the function.
         let mut referenced_by_data = Vec::new();
+        let mut jump_bases: Vec<u64> = self.jump_tables.iter().map(|t| t.1.base).collect();
+        jump_bases.sort_unstable();
         for &base in &self.table_leas {
-            if self.jump_tables.iter().any(|t| t.1.base == base) {
+            if jump_bases.binary_search(&base).is_ok() {
                 continue;
             }
             let table = JumpTable {
@@ -747,6 +749,9 @@ pub fn build_from(
     }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
     let real_blocks = blocks.len();
+    // Every offset data refers to, sorted: the successors of an unknown-control-flow jump,
+    // gathered for the first one.
+    let mut referenced: Option<Vec<u64>> = None;
     #[allow(clippy::needless_range_loop)] // blocks[bi].succs is assigned at the end
     for bi in 0..real_blocks {
         let b = &blocks[bi];
@@ -781,13 +786,16 @@ pub fn build_from(
                 // Unknown control flow in strict mode (`addUnknownControlFlow`): every offset
                 // data refers to, in address order.
                 Flow::IndirectJump if strict && last.indirect == Some(IndirectJump::Unknown) => {
-                    let mut referenced: Vec<u64> = tables
-                        .iter()
-                        .flat_map(|t| t.1.iter().copied())
-                        .chain(referenced_by_data.iter().copied())
-                        .collect();
-                    referenced.sort_unstable();
-                    referenced.dedup();
+                    let referenced = referenced.get_or_insert_with(|| {
+                        let mut v: Vec<u64> = tables
+                            .iter()
+                            .flat_map(|t| t.1.iter().copied())
+                            .chain(referenced_by_data.iter().copied())
+                            .collect();
+                        v.sort_unstable();
+                        v.dedup();
+                        v
+                    });
                     succs = referenced.iter().filter_map(|&t| block_of(t)).collect();
                 }
                 Flow::IndirectJump => {

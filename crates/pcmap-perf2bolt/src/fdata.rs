@@ -10,7 +10,6 @@
 use std::io::{self, Write};
 
 use pcmap_profile::fdata::{BranchRecord, Line, Location, SampleRecord, write_line};
-use rayon::prelude::*;
 
 use crate::aggregate::{BranchProfile, Loc, RecordKey, SampleProfile};
 use crate::preagg::TraceCounts;
@@ -32,8 +31,7 @@ pub fn write_branches(
         w.write_all(b"boltedcollection\n")?;
     }
     let name = |f: u32| image.functions()[f as usize].profile_name(bolted);
-    let format = |slice: &[(RecordKey, TraceCounts)]| -> Vec<u8> {
-        let mut buf = Vec::with_capacity(slice.len() * 64);
+    let format = |buf: &mut Vec<u8>, slice: &[(RecordKey, TraceCounts)]| {
         // Records come grouped by function: escape each name once per run.
         let mut from_name: Option<(u32, Location<'_>)> = None;
         for (key, c) in slice {
@@ -69,14 +67,10 @@ pub fn write_branches(
                 count: c.count,
             });
             // Writing into a Vec cannot fail.
-            let _ = write_line(&mut buf, &line);
+            let _ = write_line(buf, &line);
         }
-        buf
     };
-    let parts: Vec<Vec<u8>> = profile.records.par_chunks(SLICE).map(format).collect();
-    for part in parts {
-        w.write_all(&part)?;
-    }
+    pcmap_profile::write_in_parallel(w, &profile.records, SLICE, format)?;
     Ok(profile.records.len() as u64)
 }
 

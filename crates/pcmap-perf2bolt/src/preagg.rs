@@ -4,7 +4,8 @@
 //!
 //! Each chunk's sink collects its records, merging duplicates as its list grows (or in a hash
 //! table, for repetitive input); the chunks' sinks are merged in input order and sorted by
-//! address once, so what is kept is proportional to distinct records. Location prefixes (`<id>:`) are ignored, as perf2bolt ignores them.
+//! address once, so what is kept is proportional to distinct records. Location prefixes
+//! (`<id>:`) are ignored, as perf2bolt ignores them.
 
 use pcmap_profile::events::{self, Event, ParallelSink, Sink, TraceKind};
 use pcmap_profile::perfdata::PerfFile;
@@ -474,8 +475,7 @@ impl PreAggregated {
 /// chunks finish.
 pub fn parse(data: &[u8], progress: &(dyn Fn(u64) + Sync)) -> Result<PreAggregated, Error> {
     let sink = events::read_preaggregated_parallel(data, TraceSink::default, progress)?;
-    let r = sink.finish();
-    Ok(r)
+    Ok(sink.finish())
 }
 
 /// Read the samples of the binary described by `bin` from perf.data bytes (perf2bolt's rules, see

@@ -295,20 +295,23 @@ fn cfg_function(
     // the blocks with counts, and entry blocks, become YAML blocks.
     let n = cfg.blocks.len();
     let mut incoming = vec![0u64; n];
+    // Block `bi`'s successors are `succs[succ_start[bi]..succ_start[bi + 1]]`; its call sites
+    // likewise.
     let mut succs: Vec<yaml::Successor> = Vec::new();
-    let mut succ_end: Vec<usize> = Vec::with_capacity(n);
-    let mut calls: Vec<(u32, yaml::CallSite)> = Vec::new();
-    let call_site = |bi: usize, offset, dest_id, count, mispreds| {
-        let site = yaml::CallSite {
-            offset,
-            dest_id,
-            count,
-            mispreds,
-            ..Default::default()
-        };
-        (bi as u32, site)
+    let mut succ_start: Vec<usize> = Vec::with_capacity(n + 1);
+    let mut calls: Vec<yaml::CallSite> = Vec::new();
+    let mut call_start: Vec<usize> = Vec::with_capacity(n + 1);
+    let call_site = |offset, dest_id, entry_discriminator, count, mispreds| yaml::CallSite {
+        offset,
+        dest_id,
+        entry_discriminator,
+        count,
+        mispreds,
+        ..Default::default()
     };
     for (bi, b) in cfg.blocks.iter().enumerate() {
+        succ_start.push(succs.len());
+        call_start.push(calls.len());
         // Every record that counts for the block has its source in the block.
         let recs = index.records_from(fi, u64::from(b.offset), u64::from(b.end));
         // Edge counts come from the block's branch instructions (the last one, or the
@@ -339,7 +342,6 @@ fn cfg_function(
                 mispreds: mis,
             });
         }
-        succ_end.push(succs.len());
         // Call sites: calls, tail calls and indirect jumps of this block with records
         // leaving the function. A direct call gets one entry for its callee with the
         // total count; an indirect one an entry per recorded destination.
@@ -360,7 +362,7 @@ fn cfg_function(
             if insn.target != 0 {
                 match direct {
                     Some((from, idx)) if from == k.from => {
-                        let call = &mut calls[idx].1;
+                        let call = &mut calls[idx];
                         call.count = call.count.wrapping_add(c.count);
                         if insn.flow == Flow::CondJump {
                             call.mispreds = call.mispreds.wrapping_add(c.mispreds);
@@ -379,9 +381,7 @@ fn cfg_function(
                         } else {
                             0
                         };
-                        let mut site = call_site(bi, offset, dest_id, c.count, mispreds);
-                        site.1.entry_discriminator = disc;
-                        calls.push(site);
+                        calls.push(call_site(offset, dest_id, disc, c.count, mispreds));
                     }
                 }
                 continue;
@@ -390,17 +390,11 @@ fn cfg_function(
                 Loc::Func(t, _) => ids[callee(agg, t as usize)],
                 Loc::Unknown => 0,
             };
-            calls.push(call_site(bi, offset, dest_id, c.count, c.mispreds));
+            calls.push(call_site(offset, dest_id, 0, c.count, c.mispreds));
         }
     }
-    // Call sites come grouped by block, in block order.
-    let mut call_start = vec![calls.len(); n + 1];
-    for (i, (bi, _)) in calls.iter().enumerate().rev() {
-        call_start[*bi as usize] = i;
-    }
-    for bi in (0..n).rev() {
-        call_start[bi] = call_start[bi].min(call_start[bi + 1]);
-    }
+    succ_start.push(succs.len());
+    call_start.push(calls.len());
     // Blocks in input order, or with `--profile-use-dfs` in depth-first order and numbered in
     // that order (successors too); unreachable blocks are then not written.
     let order: Vec<u32> = dfs_order.unwrap_or_else(|| (0..n as u32).collect());
@@ -412,10 +406,10 @@ fn cfg_function(
     for &b in &order {
         let bi = b as usize;
         let block = &cfg.blocks[bi];
-        let block_succs = &succs[if bi == 0 { 0 } else { succ_end[bi - 1] }..succ_end[bi]];
+        let block_succs = &succs[succ_start[bi]..succ_start[bi + 1]];
         let block_calls = &calls[call_start[bi]..call_start[bi + 1]];
         let out_edges = block_succs.iter().any(|s| s.count > 0);
-        let has_calls = block_calls.iter().any(|(_, c)| c.count > 0);
+        let has_calls = block_calls.iter().any(|c| c.count > 0);
         if !(block.is_entry || out_edges || has_calls || incoming[bi] > 0) {
             continue;
         }
@@ -438,7 +432,7 @@ fn cfg_function(
                     ..*s
                 })
                 .collect(),
-            calls: block_calls.iter().map(|(_, c)| c.clone()).collect(),
+            calls: block_calls.to_vec(),
             ..Default::default()
         });
     }

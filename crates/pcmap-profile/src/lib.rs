@@ -65,4 +65,4 @@ pub mod yaml;
 
 mod text;
 
-pub use text::TextPos;
+pub use text::{TextPos, write_in_parallel};

@@ -1,6 +1,10 @@
-//! Small helpers shared by the text-format readers: positions and number parsing over bytes.
+//! Small helpers shared by the text formats: positions and number parsing over bytes for the
+//! readers, and one parallel line formatter for the writers.
 
 use std::fmt;
+use std::io::{self, Write};
+
+use rayon::prelude::*;
 
 /// A 1-based line and column in a text input (columns count bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -69,6 +73,30 @@ pub(crate) fn show(s: &[u8]) -> String {
         out.push('…');
     }
     out
+}
+
+/// Write `items` as text: `format` appends the text of a slice of at most `slice` items to a
+/// buffer. Slices are formatted in parallel and written in order, so the output is what one
+/// sequential pass would write (the fdata and YAML writers of large profiles spend most of their
+/// time formatting numbers).
+pub fn write_in_parallel<T: Sync>(
+    w: &mut (impl Write + ?Sized),
+    items: &[T],
+    slice: usize,
+    format: impl Fn(&mut Vec<u8>, &[T]) + Sync,
+) -> io::Result<()> {
+    let parts: Vec<Vec<u8>> = items
+        .par_chunks(slice.max(1))
+        .map(|part| {
+            let mut buf = Vec::new();
+            format(&mut buf, part);
+            buf
+        })
+        .collect();
+    for part in parts {
+        w.write_all(&part)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -177,28 +177,6 @@ struct BlockInfo {
     has_return: bool,
 }
 
-/// Build the bucket directory for sorted `starts`: about one bucket per block, so the table
-/// stays proportional to the map even when its addresses are spread out.
-fn directory(starts: &[u64]) -> (u64, u32, Vec<u32>) {
-    let (Some(&first), Some(&last)) = (starts.first(), starts.last()) else {
-        return (0, 0, vec![0]);
-    };
-    let span = last - first;
-    let per = (span / starts.len() as u64).max(1);
-    let shift = 64 - per.leading_zeros(); // 2^shift > span / n
-    let buckets = (span >> shift) as usize + 1;
-    let mut dir = Vec::with_capacity(buckets + 1);
-    let mut pos = 0usize;
-    for k in 0..=buckets {
-        let bound = first.saturating_add((k as u64) << shift);
-        while pos < starts.len() && starts[pos] < bound {
-            pos += 1;
-        }
-        dir.push(pos as u32);
-    }
-    (first, shift, dir)
-}
-
 /// An index over the address map that folds branch records into CFGs.
 #[derive(Debug)]
 pub struct CfgBuilder<'m> {
@@ -211,12 +189,9 @@ pub struct CfgBuilder<'m> {
     starts: Vec<u64>,
     /// … and the global block number at each position.
     order: Vec<u32>,
-    /// Bucket directory over `starts`: `dir[k]` is the first position whose start is at least
-    /// `dir_base + (k << dir_shift)`, so most lookups search a handful of entries instead of
+    /// Page index over `starts`, so most lookups search a handful of entries instead of
     /// bisecting the whole table (cache misses dominate the fold otherwise).
-    dir_base: u64,
-    dir_shift: u32,
-    dir: Vec<u32>,
+    dir: pcmap_bytes::StartIndex,
 }
 
 /// The map is too large to number its blocks with 32 bits.
@@ -258,15 +233,13 @@ impl<'m> CfgBuilder<'m> {
         by_address.sort_unstable_by_key(|&(s, g)| (s, blocks[g as usize].end > s, g));
         let starts: Vec<u64> = by_address.iter().map(|&(s, _)| s).collect();
         let order: Vec<u32> = by_address.iter().map(|&(_, g)| g).collect();
-        let (dir_base, dir_shift, dir) = directory(&starts);
+        let dir = pcmap_bytes::StartIndex::new(&starts, |&s| s);
         Ok(CfgBuilder {
             functions,
             blocks,
             first_block,
             starts,
             order,
-            dir_base,
-            dir_shift,
             dir,
         })
     }
@@ -274,16 +247,7 @@ impl<'m> CfgBuilder<'m> {
     /// Number of positions whose start is `<= addr`.
     #[inline]
     fn upper_bound(&self, addr: u64) -> usize {
-        if addr < self.dir_base || self.starts.is_empty() {
-            return 0;
-        }
-        let k = ((addr - self.dir_base) >> self.dir_shift) as usize;
-        let (lo, hi) = if k + 1 < self.dir.len() {
-            (self.dir[k] as usize, self.dir[k + 1] as usize)
-        } else {
-            (self.dir[self.dir.len() - 1] as usize, self.starts.len())
-        };
-        lo + self.starts[lo..hi].partition_point(|&s| s <= addr)
+        self.dir.upper_bound(&self.starts, addr, |&s| s)
     }
 
     /// Number of blocks in the map.

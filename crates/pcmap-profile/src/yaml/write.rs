@@ -5,8 +5,6 @@
 
 use std::io::{self, Write};
 
-use rayon::prelude::*;
-
 use super::{Block, Function, HashFunction, Header, PF_LBR, PF_MEMEVENT, PF_SAMPLE, Profile};
 
 /// Buffered output helpers with YAMLIO's conventions.
@@ -530,22 +528,12 @@ pub fn write_with<W: Write + ?Sized>(
         w.write_all(b"functions:       []\n")?;
     } else {
         w.write_all(b"functions:\n")?;
-        // Functions are formatted in parallel, a slice at a time, and written in order.
-        let parts: Vec<Vec<u8>> = p
-            .functions
-            .par_chunks(256)
-            .map(|fs| {
-                let mut buf = Vec::with_capacity(fs.len() * 1024);
-                for f in fs {
-                    // Writing into a Vec cannot fail.
-                    let _ = write_function_with(&mut buf, f, opts);
-                }
-                buf
-            })
-            .collect();
-        for part in parts {
-            w.write_all(&part)?;
-        }
+        crate::write_in_parallel(w, &p.functions, 256, |buf, fs| {
+            for f in fs {
+                // Writing into a Vec cannot fail.
+                let _ = write_function_with(buf, f, opts);
+            }
+        })?;
     }
     let d = &p.pseudo_probe_desc;
     if !d.is_empty() {
