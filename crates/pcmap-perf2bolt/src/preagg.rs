@@ -172,6 +172,10 @@ impl Sink for TraceSink {
 }
 
 impl ParallelSink for TraceSink {
+    /// Traces and samples are counted (event names keep their first-seen order, and come
+    /// in input order).
+    const ORDER_FREE: bool = true;
+
     fn merge(mut self, mut later: Self) -> Self {
         // Traces: into the larger hash table when either side has one, else one list.
         match (self.table.take(), later.table.take()) {
