@@ -72,7 +72,14 @@ impl TraceTable {
         self.len + self.pending.len() + usize::from(self.wide.contains_key(&empty_trace()))
     }
 
+    /// The first slot to look for `k` in: the first of the two in its cache line, so that the
+    /// first two probes cost one cache miss.
+    fn home(&self, k: &[u64; 3]) -> usize {
+        (hash(k) >> self.shift) as usize & !1
+    }
+
     /// Count `count` executions and `mispreds` mispredictions of `t`.
+    #[inline]
     pub(crate) fn add(&mut self, t: Trace, count: u64, mispreds: u64) {
         if self.pending.capacity() == 0 {
             self.pending.reserve_exact(BATCH);
@@ -94,7 +101,7 @@ impl TraceTable {
         // misses overlap; counting then finds the slots in cache.
         let mut touched = 0u64;
         for (h, (t, _, _)) in home.iter_mut().zip(&self.pending) {
-            *h = (hash(&key(t)) >> self.shift) as usize;
+            *h = self.home(&key(t));
             touched ^= self.slots[*h].key[0];
         }
         std::hint::black_box(touched);
@@ -124,7 +131,7 @@ impl TraceTable {
         self.shift = 64 - bits;
         let mask = self.slots.len() - 1;
         for s in old.into_iter().filter(|s| s.key != EMPTY) {
-            let mut i = (hash(&s.key) >> self.shift) as usize;
+            let mut i = self.home(&s.key);
             while self.slots[i].key != EMPTY {
                 i = (i + 1) & mask;
             }
