@@ -84,6 +84,15 @@ impl TraceTable {
         if self.pending.capacity() == 0 {
             self.pending.reserve_exact(BATCH);
         }
+        // A loop whose body has one taken branch repeats the same trace entry after entry
+        // of a branch stack: such runs are counted once.
+        if let Some(last) = self.pending.last_mut()
+            && last.0 == t
+        {
+            last.1 = last.1.wrapping_add(count);
+            last.2 = last.2.wrapping_add(mispreds);
+            return;
+        }
         self.pending.push((t, count, mispreds));
         if self.pending.len() == BATCH {
             self.flush();
