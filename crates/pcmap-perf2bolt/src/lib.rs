@@ -38,6 +38,7 @@ pub mod quality;
 pub mod reread;
 pub mod stale;
 pub mod stringmap;
+mod trace_table;
 pub mod yaml;
 
 /// Errors of this crate.

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::Error;
+use crate::trace_table::TraceTable;
 
 /// `Trace::BR_ONLY`: the trace has no fall-through part (`B` records).
 pub const BR_ONLY: u64 = u64::MAX;
@@ -77,7 +78,7 @@ pub struct TraceSink {
     compacted: usize,
     /// The traces, once the input proved repetitive (then `out.traces` is empty until
     /// [`TraceSink::finish`]).
-    table: Option<FxHashMap<Trace, TraceCounts>>,
+    table: Option<TraceTable>,
     /// The first [`PROBE_AT`] traces were checked for duplicates.
     probed: bool,
     /// `out.traces` is sorted by (from, branch, to) with duplicates merged.
@@ -152,7 +153,7 @@ impl Sink for TraceSink {
             },
         };
         if let Some(table) = &mut self.table {
-            add_to(table.entry(trace).or_default(), t.count, t.mispreds);
+            table.add(trace, t.count, t.mispreds);
             return;
         }
         if out.traces.capacity() == 0 {
@@ -170,12 +171,11 @@ impl Sink for TraceSink {
     }
 }
 
-fn add_to(c: &mut TraceCounts, count: u64, mispreds: u64) {
-    c.count = c.count.wrapping_add(count);
-    c.mispreds = c.mispreds.wrapping_add(mispreds);
-}
-
 impl ParallelSink for TraceSink {
+    /// Traces and samples are counted (event names keep their first-seen order, and come
+    /// in input order).
+    const ORDER_FREE: bool = true;
+
     fn merge(mut self, mut later: Self) -> Self {
         // Traces: into the larger hash table when either side has one, else one list.
         match (self.table.take(), later.table.take()) {
@@ -215,9 +215,9 @@ impl ParallelSink for TraceSink {
                     .into_iter()
                     .chain(pieces)
                     .flatten()
-                    .chain(other.into_iter().flatten())
+                    .chain(other.into_iter().flat_map(TraceTable::into_entries))
                 {
-                    add_to(table.entry(t).or_default(), c.count, c.mispreds);
+                    table.add(t, c.count, c.mispreds);
                 }
                 self.table = Some(table);
             }
@@ -241,6 +241,17 @@ impl ParallelSink for TraceSink {
 }
 
 impl TraceSink {
+    /// A sink for input known to repeat its traces many times (perf.data branch stacks): it
+    /// counts them in its table from the first one, without first collecting and sorting a list.
+    pub fn repetitive() -> Self {
+        TraceSink {
+            table: Some(TraceTable::default()),
+            probed: true,
+            repetitive: true,
+            ..TraceSink::default()
+        }
+    }
+
     /// Sort the traces by (from, branch, to) and merge duplicates.
     pub fn finish(mut self) -> PreAggregated {
         if !self.pieces.is_empty() {
@@ -256,7 +267,7 @@ impl TraceSink {
             self.sorted = false;
         }
         if let Some(table) = self.table.take() {
-            self.out.traces.extend(table);
+            self.out.traces.extend(table.into_entries());
             self.sorted = false;
         }
         self.sort();
@@ -281,10 +292,10 @@ impl TraceSink {
             self.compacted = self.out.traces.len();
             self.repetitive = self.compacted <= len - len / 8;
             if self.compacted * 2 <= len {
-                let mut table =
-                    FxHashMap::with_capacity_and_hasher(self.compacted * 2, Default::default());
-                table.extend(self.out.traces.drain(..));
-                self.out.traces = Vec::new();
+                let mut table = TraceTable::default();
+                for (t, c) in std::mem::take(&mut self.out.traces) {
+                    table.add(t, c.count, c.mispreds);
+                }
                 self.table = Some(table);
             }
         }
@@ -491,7 +502,7 @@ pub fn read_perf_data(
 ) -> Result<(PreAggregated, events::PerfStats), Error> {
     let file = PerfFile::parse(data).map_err(events::PerfError::from)?;
     let (sink, stats) =
-        events::read_perf_data_parallel(&file, bin, opts, TraceSink::default, done)?;
+        events::read_perf_data_parallel(&file, bin, opts, TraceSink::repetitive, done)?;
     let mut out = sink.finish();
     out.total_samples = stats.total_samples;
     out.entries = stats.samples;
@@ -502,8 +513,9 @@ pub fn read_perf_data(
 mod tests {
     use super::*;
 
-    /// Repetitive input (the sink switches to its hash table, in some chunks and not others)
-    /// and distinct input give the same traces as counting them one by one.
+    /// Repetitive input (the sink switches to its hash table, in some chunks and not others;
+    /// one sink counts in its table from the start) and distinct input give the same traces as
+    /// counting them one by one.
     #[test]
     fn trace_sink_counts_alike_in_list_and_table_modes() {
         use pcmap_profile::events::{Loc, Trace as Ev};
@@ -527,8 +539,14 @@ mod tests {
             let mut expected: std::collections::BTreeMap<(u64, u64, u64), (u64, u64)> =
                 Default::default();
             let mut parts: Vec<TraceSink> = Vec::new();
-            for chunk in 0..3u64 {
-                let mut sink = TraceSink::default();
+            for chunk in 0..4u64 {
+                // The last chunk's sink is made for repetitive input (counts in its table from
+                // the start).
+                let mut sink = if chunk == 3 {
+                    TraceSink::repetitive()
+                } else {
+                    TraceSink::default()
+                };
                 // Chunks of different sizes: one below the probe, two above it.
                 let len = if chunk == 0 { PROBE_AT as u64 / 2 } else { n };
                 for k in 0..len {

@@ -140,6 +140,12 @@ impl<S: Sink + ?Sized> Sink for &mut S {
 /// A sink that parallel producers split into one sink per chunk of input and merge afterwards,
 /// in input order.
 pub trait ParallelSink: Sink + Send + Sized {
+    /// Merging gives the same result whatever the order of chunks of traces and samples (a
+    /// sink that only counts them). Producers may then hand such chunks to sinks in any order,
+    /// as threads become free ([`read_perf_data_parallel`] streams the branch stacks of a
+    /// perf.data file so); chunks with [`Event::Name`]s are still merged in input order.
+    const ORDER_FREE: bool = false;
+
     /// Merge the sink of a later chunk into this one.
     fn merge(self, later: Self) -> Self;
 }
@@ -659,6 +665,13 @@ pub fn read_perf_data_parallel<S: ParallelSink>(
 ) -> Result<(S, PerfStats), PerfError> {
     let whole = file.data_range()?;
     let threads = rayon::current_num_threads().max(1);
+    if S::ORDER_FREE
+        && !opts.basic
+        && opts.max_samples.is_none()
+        && let Some(read) = read_streaming(file, bin, opts, threads, &init, done)?
+    {
+        return Ok(read);
+    }
     let parts = whole.len().div_ceil(32 << 20).max(threads * 4);
     let (reader, stats, pieces) = SampleReader::new(file, bin, opts, parts, done)?;
     // A sample limit counts from the start of the file: read it in order, in one piece.
@@ -730,33 +743,14 @@ impl<'f, 'data> SampleReader<'f, 'data> {
         parts: usize,
         done: &dyn Fn(std::ops::Range<usize>),
     ) -> Result<(Self, PerfStats, Option<Pieces>), PerfError> {
-        let mut stats = PerfStats::default();
-        if let Some(id) = bin.build_id {
-            stats.build_id_matched = file
-                .build_ids
-                .iter()
-                .any(|e| e.build_id.starts_with(id) || id.starts_with(&e.build_id));
-            if !stats.build_id_matched && !file.build_ids.is_empty() && !opts.ignore_build_id {
-                return Err(PerfError::BuildIdMismatch);
-            }
-        }
+        let mut stats = PerfStats {
+            build_id_matched: check_build_id(file, bin, opts)?,
+            ..PerfStats::default()
+        };
         let (tasks, pieces) = task_records(file, parts, done)?;
-        let mut maps = mappings_from(file, bin, &tasks);
-        if maps.is_empty() {
-            return Err(PerfError::NotMapped {
-                name: String::from_utf8_lossy(basename(bin.file_name)).into_owned(),
-            });
-        }
-        if let Some(p) = opts.pid {
-            maps.retain(|m| m.pid == p);
-            if maps.is_empty() {
-                return Err(PerfError::PidNotFound { pid: p });
-            }
-        }
+        let maps = checked_mappings(file, bin, opts, &tasks)?;
         stats.pids = maps.len();
-        let names: Vec<Vec<u8>> = (0..file.attrs.len())
-            .map(|i| format!("{}:", file.event_name(i)).into_bytes())
-            .collect();
+        let names = event_names(file);
         Ok((
             SampleReader {
                 file,
@@ -776,21 +770,236 @@ impl<'f, 'data> SampleReader<'f, 'data> {
         sink: &mut S,
         stats: &mut PerfStats,
     ) -> Result<(), PerfError> {
-        let (maps, names, opts) = (&self.maps, &self.names, self.opts);
-        let mut last_attr = usize::MAX;
-        let limit = opts.max_samples.filter(|_| !opts.basic);
-        self.file.for_each_record_in(range, None, |r| {
-            let Record::Sample(s) = r else {
-                return true;
-            };
-            if limit.is_some_and(|m| stats.total_samples >= m) {
-                return false;
-            }
-            read_sample(s, maps, names, opts, &mut last_attr, sink, stats);
-            true
-        })?;
-        Ok(())
+        read_samples(
+            self.file,
+            range,
+            &self.maps,
+            &self.names,
+            self.opts,
+            sink,
+            stats,
+            &mut Vec::new(),
+        )
     }
+}
+
+/// Whether the file's build-id list names the binary; an error when it names others only
+/// (unless told to ignore build-ids).
+fn check_build_id(
+    file: &PerfFile<'_>,
+    bin: &BinaryDesc<'_>,
+    opts: &PerfOptions,
+) -> Result<bool, PerfError> {
+    let Some(id) = bin.build_id else {
+        return Ok(false);
+    };
+    let matched = file
+        .build_ids
+        .iter()
+        .any(|e| e.build_id.starts_with(id) || id.starts_with(&e.build_id));
+    if !matched && !file.build_ids.is_empty() && !opts.ignore_build_id {
+        return Err(PerfError::BuildIdMismatch);
+    }
+    Ok(matched)
+}
+
+/// The binary's mappings from the task records, kept to `--pid`; an error when none is left.
+fn checked_mappings(
+    file: &PerfFile<'_>,
+    bin: &BinaryDesc<'_>,
+    opts: &PerfOptions,
+    tasks: &[TaskRecord],
+) -> Result<Vec<Mapping>, PerfError> {
+    let mut maps = mappings_from(file, bin, tasks);
+    if maps.is_empty() {
+        return Err(PerfError::NotMapped {
+            name: String::from_utf8_lossy(basename(bin.file_name)).into_owned(),
+        });
+    }
+    if let Some(p) = opts.pid {
+        maps.retain(|m| m.pid == p);
+        if maps.is_empty() {
+            return Err(PerfError::PidNotFound { pid: p });
+        }
+    }
+    Ok(maps)
+}
+
+/// The event names as `perf script` prints them (`name:`), by attribute.
+fn event_names(file: &PerfFile<'_>) -> Vec<Vec<u8>> {
+    (0..file.attrs.len())
+        .map(|i| format!("{}:", file.event_name(i)).into_bytes())
+        .collect()
+}
+
+/// The events of the samples in `range` (record boundaries) into `sink`, counted in `stats`,
+/// translated by `maps`; `pids` gets each process id whose samples were looked up.
+#[allow(clippy::too_many_arguments)]
+fn read_samples<S: Sink>(
+    file: &PerfFile<'_>,
+    range: std::ops::Range<usize>,
+    maps: &[Mapping],
+    names: &[Vec<u8>],
+    opts: &PerfOptions,
+    sink: &mut S,
+    stats: &mut PerfStats,
+    pids: &mut Vec<u32>,
+) -> Result<(), PerfError> {
+    let mut last_attr = usize::MAX;
+    let mut last_pid = None;
+    let limit = opts.max_samples.filter(|_| !opts.basic);
+    file.for_each_record_in(range, None, |r| {
+        let Record::Sample(s) = r else {
+            return true;
+        };
+        if limit.is_some_and(|m| stats.total_samples >= m) {
+            return false;
+        }
+        if s.pid != last_pid {
+            last_pid = s.pid;
+            if let Some(p) = s.pid
+                && !pids.contains(&p)
+            {
+                pids.push(p);
+            }
+        }
+        read_sample(s, maps, names, opts, &mut last_attr, sink, stats);
+        true
+    })?;
+    Ok(())
+}
+
+/// A piece of the data section for a reader thread of [`read_streaming`], with the binary's
+/// mappings as the records before its end give them.
+type StreamPiece = (std::ops::Range<usize>, std::sync::Arc<Vec<Mapping>>);
+
+/// What a reader thread of [`read_streaming`] read: its sink, counts, and per piece the
+/// mappings used and the processes looked up in them.
+type StreamRead<S> = (S, PerfStats, Vec<(std::sync::Arc<Vec<Mapping>>, Vec<u32>)>);
+
+/// [`read_perf_data_parallel`] for sinks whose merge order does not matter, in one pass: this
+/// thread cuts the data section into pieces (reading record headers and the task records),
+/// while `threads` reader threads already read the pieces it has cut, each translated with
+/// the mappings of the task records seen so far. The file is then read once rather than
+/// twice, and the cutting overlaps the reading. A bounded queue keeps the cutter a few pieces
+/// ahead, so at most a few pieces of the file are resident (each is released once read).
+///
+/// The mappings of the whole file decide (perf2bolt reads all task records first): when the
+/// final mapping of a process whose samples a piece held differs from the one that piece
+/// used (a mapping recorded after samples it applies to), `None` is returned and the caller
+/// reads the file the two-pass way; also `None` for a file with compressed records.
+fn read_streaming<S: ParallelSink>(
+    file: &PerfFile<'_>,
+    bin: &BinaryDesc<'_>,
+    opts: &PerfOptions,
+    threads: usize,
+    init: &(impl Fn() -> S + Sync),
+    done: &(dyn Fn(std::ops::Range<usize>) + Sync),
+) -> Result<Option<(S, PerfStats)>, PerfError> {
+    use std::cell::RefCell;
+    use std::sync::{Arc, Mutex, mpsc};
+    let build_id_matched = check_build_id(file, bin, opts)?;
+    let whole = file.data_range()?;
+    let parts = whole.len().div_ceil(8 << 20).max(threads * 4);
+    let names = event_names(file);
+    let (tx, rx) = mpsc::sync_channel::<StreamPiece>(threads);
+    let rx = Mutex::new(rx);
+    let next = || match rx.lock() {
+        Ok(r) => r.recv().ok(),
+        Err(poisoned) => poisoned.into_inner().recv().ok(),
+    };
+    let reader = || -> Result<StreamRead<S>, PerfError> {
+        let mut sink = init();
+        let mut stats = PerfStats::default();
+        let mut used = Vec::new();
+        let mut failed = None;
+        while let Some((range, maps)) = next() {
+            // After an error, keep taking pieces so that the cutter never waits on a full queue.
+            if failed.is_none() {
+                let mut pids = Vec::new();
+                let r = read_samples(
+                    file,
+                    range.clone(),
+                    &maps,
+                    &names,
+                    opts,
+                    &mut sink,
+                    &mut stats,
+                    &mut pids,
+                );
+                match r {
+                    Ok(()) => used.push((maps, pids)),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            done(range);
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok((sink, stats, used)),
+        }
+    };
+    let tasks = RefCell::new(Vec::new());
+    let (split, reads) = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(reader)).collect();
+        let current: RefCell<(usize, Arc<Vec<Mapping>>)> = RefCell::new((0, Arc::default()));
+        let cut = |range: std::ops::Range<usize>| {
+            let tasks = tasks.borrow();
+            let mut current = current.borrow_mut();
+            if current.0 != tasks.len() {
+                let mut maps = mappings_from(file, bin, &tasks);
+                if let Some(p) = opts.pid {
+                    maps.retain(|m| m.pid == p);
+                }
+                *current = (tasks.len(), Arc::new(maps));
+            }
+            // The readers outlive the queue's sender: a send cannot fail.
+            let _ = tx.send((range, current.1.clone()));
+        };
+        let split = file.split(
+            parts,
+            &TASK_RECORD_TYPES,
+            |r| tasks.borrow_mut().extend(TaskRecord::of(r)),
+            &cut,
+        );
+        drop(tx);
+        let reads: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        (split, reads)
+    });
+    let Some(_) = split? else {
+        return Ok(None);
+    };
+    let maps = checked_mappings(file, bin, opts, &tasks.into_inner())?;
+    let mut out: Option<(S, PerfStats)> = None;
+    for read in reads {
+        // A reader thread panicked: read the file the other way (which reports the problem).
+        let Ok(read) = read else {
+            return Ok(None);
+        };
+        let (sink, stats, used) = read?;
+        let find = |maps: &[Mapping], p: u32| {
+            maps.binary_search_by_key(&p, |m| m.pid)
+                .ok()
+                .map(|i| (maps[i].start, maps[i].size, maps[i].base))
+        };
+        let same = used
+            .iter()
+            .all(|(seen, pids)| pids.iter().all(|&p| find(seen, p) == find(&maps, p)));
+        if !same {
+            return Ok(None);
+        }
+        out = Some(match out {
+            None => (sink, stats),
+            Some((a, sa)) => (a.merge(sink), sa.plus(&stats)),
+        });
+    }
+    let (sink, counts) = out.unwrap_or_else(|| (init(), PerfStats::default()));
+    let stats = PerfStats {
+        build_id_matched,
+        pids: maps.len(),
+        ..PerfStats::default()
+    };
+    Ok(Some((sink, stats.plus(&counts))))
 }
 
 /// One sample's events.
@@ -1033,6 +1242,96 @@ mod tests {
         assert_eq!(stats.total_samples, 2);
         assert_eq!(c.0.len(), 3);
         assert!(c.0[0].starts_with("Name") && c.0[1].contains("addr: 4352"));
+    }
+
+    /// A sink whose merge order does not matter: event counts.
+    #[derive(Default, Debug, PartialEq)]
+    struct Counted(std::collections::BTreeMap<String, u64>);
+    impl Sink for Counted {
+        fn event(&mut self, e: &Event<'_>) {
+            *self.0.entry(format!("{e:?}")).or_default() += 1;
+        }
+    }
+    impl ParallelSink for Counted {
+        const ORDER_FREE: bool = true;
+        fn merge(mut self, later: Self) -> Self {
+            for (k, v) in later.0 {
+                *self.0.entry(k).or_default() += v;
+            }
+            self
+        }
+    }
+
+    /// The one-pass read for order-free sinks counts what the sequential read sends, also when
+    /// a process's mapping is recorded only after some of its samples (then the file is read
+    /// again with the mappings of the whole file).
+    #[test]
+    fn streamed_perf_data_read_counts_like_the_sequential_one() {
+        use crate::perfdata::writer::{Options, SampleSpec, Writer};
+        use crate::perfdata::{BranchEntry, PerfFile};
+        use std::sync::Mutex;
+        let base = 0x5555_0000_0000u64;
+        for late in [false, true] {
+            let mut w = Writer::new(Options::default());
+            w.comm(1, 1, b"prog", 1);
+            w.mmap2(1, 1, base + 0x1000, 0x2000, 0x1000, b"/opt/prog", 2);
+            w.task(false, 2, 1, 2, 1, 5_000_000);
+            for k in 0..3000u64 {
+                // Process 4 maps the binary only after half its samples when `late`.
+                if k == 1500 {
+                    w.mmap2(4, 4, base + 0x1000, 0x2000, 0x1000, b"/opt/prog", 2);
+                }
+                let pid = if late {
+                    1 + (k % 4) as u32
+                } else {
+                    1 + (k % 2) as u32
+                };
+                w.sample(&SampleSpec {
+                    ip: base + 0x1100,
+                    pid,
+                    tid: pid,
+                    time: 10_000_000 + k,
+                    period: 1,
+                    branches: vec![
+                        BranchEntry {
+                            from: base + 0x1200 + k % 97,
+                            to: base + 0x1300,
+                            flags: k & 1,
+                        },
+                        BranchEntry {
+                            from: base + 0x1180,
+                            to: base + 0x1100 + k % 13,
+                            flags: 0,
+                        },
+                    ],
+                    hw_idx: 0,
+                });
+            }
+            let data = w.finish();
+            let file = PerfFile::parse(&data).unwrap();
+            let mut seq = Counted::default();
+            let seq_stats =
+                read_perf_data(&file, &desc(false), &PerfOptions::default(), &mut seq).unwrap();
+            let released = Mutex::new(Vec::new());
+            let (par, par_stats) = read_perf_data_parallel(
+                &file,
+                &desc(false),
+                &PerfOptions::default(),
+                Counted::default,
+                &|r| released.lock().unwrap().push(r),
+            )
+            .unwrap();
+            assert_eq!(par, seq, "late mapping: {late}");
+            assert_eq!(par_stats, seq_stats);
+            assert_eq!(seq_stats.pids, 3);
+            // Every byte of the data section was released.
+            let mut r = released.into_inner().unwrap();
+            r.sort_by_key(|r| r.start);
+            r.dedup();
+            assert_eq!(r.first().unwrap().start, file.data_range().unwrap().start);
+            assert_eq!(r.last().unwrap().end, file.data_range().unwrap().end);
+            assert!(r.windows(2).all(|w| w[0].end <= w[1].start));
+        }
     }
 
     #[test]
