@@ -191,14 +191,18 @@ fn scan_unit<'d>(
     let mut file_ids: FxHashMap<u64, u32> = FxHashMap::default();
     let mut unwind = UnwindContext::new();
     let mut stack: Vec<Scope> = Vec::new();
-    let mut cursor = unit.entries();
-    loop {
-        let entry = match cursor.next_dfs() {
-            Ok(Some(e)) => e,
-            Ok(None) => break,
-            Err(e) => return Err(Error::dwarf(uoff, "DIE tree")(e)),
+    let tree_error = || Error::dwarf(uoff, "DIE tree");
+    let mut raw = unit_owned.entries_raw(None).map_err(tree_error())?;
+    let mut die_buf: Die<'d> = DebuggingInformationEntry::null();
+    while !raw.is_empty() {
+        let depth = raw.next_depth();
+        // Peek at the abbreviation: the attributes of DIEs the scan does not look at (types,
+        // variables, blocks, call sites, ... most of the tree) are skipped, not decoded.
+        let mut peek = raw.clone();
+        let Some(abbrev) = peek.read_abbreviation().map_err(tree_error())? else {
+            raw = peek; // a null entry ends a list of children
+            continue;
         };
-        let depth = entry.depth();
         while stack.last().is_some_and(|s| s.depth >= depth) {
             stack.pop();
         }
@@ -215,6 +219,25 @@ fn scan_unit<'d>(
             kind: ScopeKind::Other,
             ..inherited
         };
+        let wanted = match abbrev.tag() {
+            dw::DW_TAG_subprogram | dw::DW_TAG_inlined_subroutine => true,
+            dw::DW_TAG_formal_parameter | dw::DW_TAG_unspecified_parameters => {
+                !matches!(inherited.kind, ScopeKind::Other)
+            }
+            _ => false,
+        };
+        if !wanted {
+            let has_children = abbrev.has_children();
+            peek.skip_attributes(abbrev.attributes())
+                .map_err(tree_error())?;
+            raw = peek;
+            if has_children {
+                stack.push(scope);
+            }
+            continue;
+        }
+        raw.read_entry(&mut die_buf).map_err(tree_error())?;
+        let entry = &die_buf;
         match entry.tag() {
             dw::DW_TAG_subprogram => {
                 let die = global(&unit_owned, entry.offset());

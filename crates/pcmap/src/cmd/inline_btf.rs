@@ -324,6 +324,9 @@ pub fn run_encode(args: EncodeArgs) -> Result<()> {
             }
         );
     }
+    // The process ends here: freeing the site set (hundreds of thousands of small allocations
+    // on a kernel image) would only cost time.
+    std::mem::forget(set);
     Ok(())
 }
 
