@@ -9,7 +9,8 @@
 #
 # Usage: bench/hotpaths.sh [BINARY...]   (BINARY: an ELF with DWARF, e.g. a kernel image with debug
 #        info; each is measured in turn. Default: pyenv's libpython3.11 when installed, else the
-#        generated library of bench/inline.sh; environment: RUNS=3)
+#        generated library of bench/inline.sh; environment: RUNS=3, ONLY=inline to skip the
+#        criterion benchmarks)
 #        Real inputs used in BENCHMARKS.md, from Debian 12 packages (`apt-get download`, then
 #        `dpkg-deb --fsys-tarfile PKG.deb | tar x ./PATH`):
 #          libpython3.11-dbg:  usr/lib/x86_64-linux-gnu/libpython3.11d.so.1.0
@@ -20,9 +21,11 @@ work=$ROOT/target/pcmap-bench
 mkdir -p "$work"
 build_pcmap
 
-echo "== basic-block map lookups (criterion) =="
-(cd "$ROOT" && cargo bench -q -p pcmap-bbmap --bench bbmap -- lookup_random_pcs 2>/dev/null) |
-  grep -E "lookup_random_pcs|thrpt" | head -3
+if [ "${ONLY:-}" != inline ]; then
+  echo "== basic-block map lookups (criterion) =="
+  (cd "$ROOT" && cargo bench -q -p pcmap-bbmap --bench bbmap -- lookup_random_pcs 2>/dev/null) |
+    grep -E "lookup_random_pcs|thrpt" | head -3
+fi
 
 echo "== inline-site encoding vs pahole -J =="
 if [ $# -eq 0 ]; then
@@ -48,5 +51,7 @@ for bin in "$@"; do
       aw, ar/1024, bw, br/1024, aw/bw, br/ar, runs }'
 done
 
-echo "== HTR ingest and super-block pass (criterion) =="
-(cd "$ROOT" && cargo bench -q -p pcmap-trace --bench trace 2>/dev/null) | grep -E "pcmtrace|thrpt" | head -6
+if [ "${ONLY:-}" != inline ]; then
+  echo "== HTR ingest and super-block pass (criterion) =="
+  (cd "$ROOT" && cargo bench -q -p pcmap-trace --bench trace 2>/dev/null) | grep -E "pcmtrace|thrpt" | head -6
+fi
