@@ -11,7 +11,6 @@ use crate::writer::BtfWriter;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Named(u8, String),
     Ref(u8, u32),
     Array(u32, u32),
     Proto(u32, Vec<(String, u32)>, bool),
@@ -23,6 +22,9 @@ enum Key {
 #[derive(Debug, Default)]
 pub struct TypeResolver {
     ids: FxHashMap<Key, u32>,
+    /// Named types: by name, then (kind, id) per kind. Looked up by `&str`, so resolving a type
+    /// the base already has allocates nothing (a `(kind, String)` key cost a string per lookup).
+    named: FxHashMap<String, Vec<(u8, u32)>>,
     /// Base FUNCs by name: (FUNC id, number of prototype parameters).
     base_funcs: FxHashMap<String, (u32, u32)>,
     index_type: Option<u32>,
@@ -42,19 +44,25 @@ impl TypeResolver {
             for rec in b.own_records() {
                 let rec = rec?;
                 let kind = rec.kind();
-                let name = b.name_of(&rec)?.map(str::to_owned);
-                let key = match (kind, name) {
-                    (Kind::INT | Kind::FLOAT | Kind::TYPEDEF, Some(n)) => Key::Named(kind.0, n),
-                    (Kind::STRUCT | Kind::UNION, Some(n)) => Key::Named(kind.0, n),
-                    (Kind::ENUM | Kind::ENUM64, Some(n)) => Key::Named(Kind::ENUM.0, n),
-                    (Kind::FWD, Some(n)) => Key::Named(
-                        if rec.kflag() {
-                            Kind::UNION.0
-                        } else {
-                            Kind::STRUCT.0
-                        },
-                        n,
-                    ),
+                let name = b.name_of(&rec)?;
+                let named_kind = match kind {
+                    Kind::INT | Kind::FLOAT | Kind::TYPEDEF | Kind::STRUCT | Kind::UNION => {
+                        Some(kind.0)
+                    }
+                    Kind::ENUM | Kind::ENUM64 => Some(Kind::ENUM.0),
+                    Kind::FWD if rec.kflag() => Some(Kind::UNION.0),
+                    Kind::FWD => Some(Kind::STRUCT.0),
+                    _ => None,
+                };
+                if let (Some(k), Some(n)) = (named_kind, name) {
+                    // The first definition wins; a FWD never shadows a full definition.
+                    r.named_insert(k, n, rec.id);
+                    if kind == Kind::INT && n == "__ARRAY_SIZE_TYPE__" {
+                        r.index_type = Some(rec.id);
+                    }
+                    continue;
+                }
+                let key = match (kind, name.map(str::to_owned)) {
                     (Kind::PTR | Kind::CONST | Kind::VOLATILE | Kind::RESTRICT, _) => {
                         Key::Ref(kind.0, rec.size_or_type)
                     }
@@ -66,14 +74,47 @@ impl TypeResolver {
                     }
                     _ => continue,
                 };
-                // The first definition wins; a FWD never shadows a full definition.
                 r.ids.entry(key).or_insert(rec.id);
-                if kind == Kind::INT && b.name_of(&rec)? == Some("__ARRAY_SIZE_TYPE__") {
-                    r.index_type = Some(rec.id);
-                }
             }
         }
         Ok(r)
+    }
+
+    fn named_get(&self, kind: u8, name: &str) -> Option<u32> {
+        self.named
+            .get(name)?
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|&(_, id)| id)
+    }
+
+    /// Record a named type unless one of that kind and name is known (the first wins).
+    fn named_insert(&mut self, kind: u8, name: &str, id: u32) {
+        match self.named.get_mut(name) {
+            Some(v) => {
+                if !v.iter().any(|(k, _)| *k == kind) {
+                    v.push((kind, id));
+                }
+            }
+            None => {
+                self.named.insert(name.to_owned(), vec![(kind, id)]);
+            }
+        }
+    }
+
+    fn get_or_add_named(
+        &mut self,
+        kind: u8,
+        name: &str,
+        add: impl FnOnce(&mut BtfWriter) -> Result<u32>,
+        w: &mut BtfWriter,
+    ) -> Result<u32> {
+        if let Some(id) = self.named_get(kind, name) {
+            return Ok(id);
+        }
+        let id = add(w)?;
+        self.named_insert(kind, name, id);
+        Ok(id)
     }
 
     fn get_or_add(
@@ -102,20 +143,17 @@ impl TypeResolver {
                 bool,
             } => {
                 let enc = u32::from(*signed) | (u32::from(*char) << 1) | (u32::from(*bool) << 2);
-                let (n, s) = (name.clone(), *size);
-                self.get_or_add(
-                    Key::Named(Kind::INT.0, name.clone()),
-                    |w| w.add_int(&n, s, enc, s.saturating_mul(8).min(128)),
+                let s = *size;
+                self.get_or_add_named(
+                    Kind::INT.0,
+                    name,
+                    |w| w.add_int(name, s, enc, s.saturating_mul(8).min(128)),
                     w,
                 )?
             }
             TypeDesc::Float { name, size } => {
-                let (n, s) = (name.clone(), *size);
-                self.get_or_add(
-                    Key::Named(Kind::FLOAT.0, name.clone()),
-                    |w| w.add_float(&n, s),
-                    w,
-                )?
+                let s = *size;
+                self.get_or_add_named(Kind::FLOAT.0, name, |w| w.add_float(name, s), w)?
             }
             TypeDesc::Struct { name, size } | TypeDesc::Union { name, size } => {
                 let kind = if matches!(ty, TypeDesc::Struct { .. }) {
@@ -125,12 +163,7 @@ impl TypeResolver {
                 };
                 match name {
                     Some(n) => {
-                        let n2 = n.clone();
-                        self.get_or_add(
-                            Key::Named(kind.0, n.clone()),
-                            |w| w.add_fwd(&n2, kind == Kind::UNION),
-                            w,
-                        )?
+                        self.get_or_add_named(kind.0, n, |w| w.add_fwd(n, kind == Kind::UNION), w)?
                     }
                     None => {
                         let s = *size;
@@ -145,14 +178,12 @@ impl TypeResolver {
             TypeDesc::Enum { name, size, signed } => {
                 let (s, sg) = (*size, *signed);
                 match name {
-                    Some(n) => {
-                        let n2 = n.clone();
-                        self.get_or_add(
-                            Key::Named(Kind::ENUM.0, n.clone()),
-                            |w| w.add_empty_enum(Some(&n2), s, sg),
-                            w,
-                        )?
-                    }
+                    Some(n) => self.get_or_add_named(
+                        Kind::ENUM.0,
+                        n,
+                        |w| w.add_empty_enum(Some(n), s, sg),
+                        w,
+                    )?,
                     None => self.get_or_add(
                         Key::Opaque(Kind::ENUM.0, s, sg),
                         |w| w.add_empty_enum(None, s, sg),
@@ -161,13 +192,12 @@ impl TypeResolver {
                 }
             }
             TypeDesc::Typedef { name, target } => {
-                if let Some(&id) = self.ids.get(&Key::Named(Kind::TYPEDEF.0, name.clone())) {
+                if let Some(id) = self.named_get(Kind::TYPEDEF.0, name) {
                     return Ok(id);
                 }
                 let t = self.resolve(target, w)?;
                 let id = w.add_ref(Kind::TYPEDEF, Some(name), t)?;
-                self.ids
-                    .insert(Key::Named(Kind::TYPEDEF.0, name.clone()), id);
+                self.named_insert(Kind::TYPEDEF.0, name, id);
                 id
             }
             TypeDesc::Pointer(t)

@@ -16,8 +16,65 @@ pub struct BtfWriter {
     nr_types: u32,
     types: Vec<u8>,
     strings: Vec<u8>,
-    string_ids: FxHashMap<Vec<u8>, u32>,
+    string_ids: StringIndex,
     layout: Option<Layout>,
+}
+
+/// String offsets by content, without an allocation per string: the strings' bytes live in one
+/// pool, and a hash of the bytes leads to a chain of candidates (nearly always one) compared
+/// against the pool. A split writer indexes every string of its base (over a hundred thousand
+/// for a kernel's BTF); one small vector per string made that a large share of encoding time.
+#[derive(Debug, Clone, Default)]
+struct StringIndex {
+    pool: Vec<u8>,
+    /// (start in `pool`, length, string offset) per string.
+    entries: Vec<(usize, u32, u32)>,
+    /// The next entry with the same hash (`u32::MAX`: none).
+    next: Vec<u32>,
+    /// The first entry of each hash.
+    heads: FxHashMap<u64, u32>,
+}
+
+impl StringIndex {
+    fn hash(s: &[u8]) -> u64 {
+        use std::hash::Hasher;
+        let mut h = rustc_hash::FxHasher::default();
+        h.write(s);
+        h.write_usize(s.len());
+        h.finish()
+    }
+
+    fn get(&self, s: &[u8]) -> Option<u32> {
+        let mut i = *self.heads.get(&Self::hash(s))?;
+        loop {
+            let &(start, len, off) = self.entries.get(i as usize)?;
+            if self.pool.get(start..start + len as usize) == Some(s) {
+                return Some(off);
+            }
+            i = *self.next.get(i as usize)?;
+        }
+    }
+
+    /// Record `s` at `off` unless it is already known (the first offset wins).
+    fn insert(&mut self, s: &[u8], off: u32) {
+        let hash = Self::hash(s);
+        let head = self.heads.get(&hash).copied();
+        let mut i = head.unwrap_or(u32::MAX);
+        while let Some(&(start, len, _)) = self.entries.get(i as usize) {
+            if self.pool.get(start..start + len as usize) == Some(s) {
+                return;
+            }
+            i = self.next.get(i as usize).copied().unwrap_or(u32::MAX);
+        }
+        let Ok(id) = u32::try_from(self.entries.len()) else {
+            return;
+        };
+        // BTF string sections are addressed by u32 offsets, so lengths fit.
+        self.entries.push((self.pool.len(), s.len() as u32, off));
+        self.pool.extend_from_slice(s);
+        self.next.push(head.unwrap_or(u32::MAX));
+        self.heads.insert(hash, id);
+    }
 }
 
 impl Default for BtfWriter {
@@ -29,8 +86,8 @@ impl Default for BtfWriter {
 impl BtfWriter {
     /// A writer for a base BTF (ids from 1, strings starting with "").
     pub fn new_base() -> BtfWriter {
-        let mut string_ids = FxHashMap::default();
-        string_ids.insert(Vec::new(), 0);
+        let mut string_ids = StringIndex::default();
+        string_ids.insert(b"", 0);
         BtfWriter {
             start_id: 1,
             start_str_off: 0,
@@ -45,15 +102,16 @@ impl BtfWriter {
     /// A writer for split BTF on `base`: ids continue after the base's last id; strings already
     /// in the base (or its own bases) are referenced there, as libbpf does.
     pub fn new_split(base: &Btf<'_>) -> BtfWriter {
-        let mut string_ids = FxHashMap::default();
+        let mut string_ids = StringIndex::default();
         let mut chain = Some(base);
         while let Some(b) = chain {
+            string_ids.pool.reserve(b.own_strings_len());
             for (off, s) in b.own_string_offsets() {
-                string_ids.entry(s.to_vec()).or_insert(off);
+                string_ids.insert(s, off);
             }
             chain = b.base();
         }
-        string_ids.entry(Vec::new()).or_insert(0);
+        string_ids.insert(b"", 0);
         BtfWriter {
             start_id: base.type_count(),
             start_str_off: base.start_str_off() + base.own_strings_len() as u32,
@@ -82,13 +140,13 @@ impl BtfWriter {
 
     /// Offset of `s` in the string space, adding it when new.
     pub fn add_str(&mut self, s: &str) -> u32 {
-        if let Some(&off) = self.string_ids.get(s.as_bytes()) {
+        if let Some(off) = self.string_ids.get(s.as_bytes()) {
             return off;
         }
         let off = self.start_str_off + self.strings.len() as u32;
         self.strings.extend_from_slice(s.as_bytes());
         self.strings.push(0);
-        self.string_ids.insert(s.as_bytes().to_vec(), off);
+        self.string_ids.insert(s.as_bytes(), off);
         off
     }
 
@@ -253,5 +311,37 @@ impl BtfWriter {
         out.extend_from_slice(&layout_bytes);
         out.extend_from_slice(&self.strings);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_index_keeps_the_first_offset_and_compares_contents() {
+        let mut idx = StringIndex::default();
+        idx.insert(b"", 0);
+        idx.insert(b"int", 1);
+        idx.insert(b"int", 9);
+        idx.insert(b"in", 5);
+        idx.insert(b"tint", 12);
+        assert_eq!(idx.get(b""), Some(0));
+        assert_eq!(idx.get(b"int"), Some(1));
+        assert_eq!(idx.get(b"in"), Some(5));
+        assert_eq!(idx.get(b"tint"), Some(12));
+        assert_eq!(idx.get(b"nt"), None);
+        assert_eq!(idx.get(b"int\0"), None);
+    }
+
+    #[test]
+    fn add_str_deduplicates() {
+        let mut w = BtfWriter::new_base();
+        let a = w.add_str("alpha");
+        let b = w.add_str("beta");
+        assert_eq!(w.add_str("alpha"), a);
+        assert_eq!(w.add_str("beta"), b);
+        assert_eq!(w.add_str(""), 0);
+        assert_ne!(a, b);
     }
 }

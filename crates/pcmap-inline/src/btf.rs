@@ -18,7 +18,6 @@ const SHT_PROGBITS: u32 = 1;
 /// its callee described with the DWARF types of its parameters, and each parameter's location
 /// in the encoders' terms.
 pub fn site_set(bin: &Binary<'_>, debug: &DebugData<'_>) -> Result<SiteSet, Error> {
-    let info = crate::extract_sites(debug)?;
     // Allocated, executable `SHT_PROGBITS` sections with contents.
     let sections: Vec<CodeSection> = bin
         .sections()
@@ -34,13 +33,19 @@ pub fn site_set(bin: &Binary<'_>, debug: &DebugData<'_>) -> Result<SiteSet, Erro
     let mut types = TypeDescriber::new(debug)?;
     let mut func_index: FxHashMap<u32, usize> = FxHashMap::default();
     let mut funcs = Vec::new();
-    let mut sites = Vec::with_capacity(info.sites.len());
-    for site in &info.sites {
+    let mut sites = Vec::new();
+    // Each site is converted as the extractor resolves it (and then dropped): the extractor's
+    // sites are never all held at once, and their ranges are not needed.
+    crate::extract::extract_sites_each(debug, false, |site, functions, total| {
+        if sites.capacity() == 0 {
+            // An upper bound: sites without an address are skipped.
+            sites.reserve_exact(total);
+        }
         let Some(address) = site.site_addr else {
-            continue;
+            return;
         };
-        let Some(f) = info.functions.get(site.callee as usize) else {
-            continue;
+        let Some(f) = functions.get(site.callee as usize) else {
+            return;
         };
         let fi = match func_index.get(&site.callee) {
             Some(&i) => i,
@@ -75,7 +80,7 @@ pub fn site_set(bin: &Binary<'_>, debug: &DebugData<'_>) -> Result<SiteSet, Erro
             func: fi,
             params,
         });
-    }
+    })?;
     Ok(SiteSet {
         sections,
         funcs,
@@ -138,17 +143,61 @@ fn param_loc(l: &Location, size: u64, ty: &TypeDesc) -> Option<ParamLoc> {
     Some(ParamLoc { size, signed, loc }.canonical())
 }
 
+/// Parsed units kept by [`TypeDescriber`]: types are described in site order, so their DIEs
+/// cluster in a few units at a time.
+const UNIT_CACHE: usize = 8;
+
+/// The parsed unit `idx` of `headers`, from `cache` when recently used. (The extractor has
+/// already parsed every unit, so a unit that fails to parse here cannot occur in practice; its
+/// types would be described as opaque.)
+/// A unit evicted from the cache has its `.debug_info` bytes released (see
+/// [`DebugData::set_release`]).
+fn cached_unit<'c, 'a>(
+    cache: &'c mut Vec<(usize, gimli::Unit<Slice<'a>>)>,
+    headers: &[(u64, gimli::UnitHeader<Slice<'a>>)],
+    dwarf: &gimli::Dwarf<Slice<'a>>,
+    debug: &DebugData<'_>,
+    idx: usize,
+) -> Option<&'c gimli::Unit<Slice<'a>>> {
+    if let Some(pos) = cache.iter().position(|(i, _)| *i == idx) {
+        let hit = cache.remove(pos);
+        cache.push(hit);
+    } else {
+        let header = headers.get(idx)?.1;
+        let unit = dwarf.unit(header).ok()?;
+        if cache.len() >= UNIT_CACHE {
+            let (_, old) = cache.remove(0);
+            release_unit(debug, &old.header);
+        }
+        cache.push((idx, unit));
+    }
+    cache.last().map(|(_, u)| u)
+}
+
+fn release_unit(debug: &DebugData<'_>, header: &gimli::UnitHeader<Slice<'_>>) {
+    if let Some(off) = header.debug_info_offset() {
+        debug.release(debug.debug_info_bytes(off.0, header.length_including_self()));
+    }
+}
+
 /// Describes DWARF type DIEs (by `.debug_info` offset) as [`TypeDesc`]s, memoised.
+///
+/// Only the unit headers are kept for the whole file; a unit is parsed (abbreviations, root DIE)
+/// when a type DIE in it is first described, and a handful of parsed units are cached, so memory
+/// does not grow with the number of units.
 struct TypeDescriber<'a> {
+    debug: &'a DebugData<'a>,
     dwarf: gimli::Dwarf<Slice<'a>>,
-    units: Vec<(u64, gimli::Unit<Slice<'a>>)>,
+    headers: Vec<(u64, gimli::UnitHeader<Slice<'a>>)>,
+    /// Recently used parsed units (index into `headers`), most recent last.
+    cache: Vec<(usize, gimli::Unit<Slice<'a>>)>,
     memo: FxHashMap<u64, TypeDesc>,
 }
 
 impl<'a> TypeDescriber<'a> {
-    fn new(debug: &'a DebugData<'_>) -> Result<TypeDescriber<'a>, Error> {
+    fn new(debug: &'a DebugData<'a>) -> Result<TypeDescriber<'a>, Error> {
         let dwarf = debug.dwarf();
-        let mut units = Vec::new();
+        let mut headers = Vec::new();
         let mut iter = dwarf.units();
         while let Some(header) = iter
             .next()
@@ -157,15 +206,14 @@ impl<'a> TypeDescriber<'a> {
             let Some(off) = header.debug_info_offset() else {
                 continue;
             };
-            let unit = dwarf
-                .unit(header)
-                .map_err(Error::dwarf(off.0 as u64, "a unit for parameter types"))?;
-            units.push((off.0 as u64, unit));
+            headers.push((off.0 as u64, header));
         }
-        units.sort_by_key(|(o, _)| *o);
+        headers.sort_by_key(|(o, _)| *o);
         Ok(TypeDescriber {
+            debug,
             dwarf,
-            units,
+            headers,
+            cache: Vec::with_capacity(UNIT_CACHE),
             memo: FxHashMap::default(),
         })
     }
@@ -196,10 +244,10 @@ impl<'a> TypeDescriber<'a> {
             return None;
         }
         let idx = self
-            .units
+            .headers
             .partition_point(|(o, _)| *o <= die)
             .checked_sub(1)?;
-        let unit = &self.units[idx].1;
+        let unit = cached_unit(&mut self.cache, &self.headers, &self.dwarf, self.debug, idx)?;
         let uoff = gimli::DebugInfoOffset(die as usize).to_unit_offset(&unit.header)?;
         let entry = unit.entry(uoff).ok()?;
         let name = entry

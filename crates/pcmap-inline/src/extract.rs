@@ -45,21 +45,40 @@ struct SiteRaw {
     caller_die: Option<u64>,
     parent: Option<u32>,
     depth: u32,
-    ranges: Vec<std::ops::Range<u64>>,
+    /// The site's ranges: `UnitScan::ranges[ranges.0..ranges.0 + ranges.1]`.
+    ranges: (u32, u32),
     range_list: bool,
     site_addr: Option<u64>,
     source: SiteAddrSource,
     call_file: Option<u32>,
     call_line: u32,
     call_column: u32,
-    params: Vec<(Option<u64>, ParamLocation)>,
 }
 
+/// A concrete parameter of an inline site: the site (index in `UnitScan::sites`), the
+/// parameter's abstract origin and its location.
+type SiteParam = (u32, Option<u64>, ParamLocation);
+
+/// What one unit's scan keeps. Sites' ranges and parameters live in flat per-unit vectors (not
+/// one small vector per site), which keeps the allocator's per-site overhead out of the peak.
 #[derive(Default)]
 struct UnitScan<'a> {
+    /// `.debug_info` offset of the unit (its DIEs follow).
+    start: u64,
+    /// Subprograms and their parameters, in DIE (offset) order.
     subs: Vec<SubRaw<'a>>,
     params: Vec<ParamRaw<'a>>,
     sites: Vec<SiteRaw>,
+    ranges: Vec<std::ops::Range<u64>>,
+    site_params: Vec<SiteParam>,
+    files: Vec<String>,
+}
+
+/// The parts of a [`UnitScan`] that become [`InlineSite`]s.
+struct UnitSites {
+    sites: Vec<SiteRaw>,
+    ranges: Vec<std::ops::Range<u64>>,
+    site_params: Vec<SiteParam>,
     files: Vec<String>,
 }
 
@@ -81,6 +100,26 @@ struct Scope {
 
 /// Read every inline site of `data`'s DWARF (units in parallel on the current rayon pool).
 pub fn extract_sites<'d>(data: &'d DebugData<'_>) -> Result<InlineInfo<'d>, Error> {
+    let mut sites = Vec::new();
+    let mut info = extract_sites_each(data, true, |site, _, total| {
+        sites.reserve_exact(total.saturating_sub(sites.len()));
+        sites.push(site);
+    })?;
+    info.sites = sites;
+    Ok(info)
+}
+
+/// [`extract_sites`], handing each site to `sink` (in the same order, with the functions known so
+/// far, which include the site's callee and caller, and the total number of sites) instead of
+/// collecting them: the returned
+/// [`InlineInfo`] has no sites. A consumer that converts sites as they come never holds all of
+/// them. Without `ranges`, [`InlineSite::ranges`] stays empty (the site address is still derived
+/// from them).
+pub(crate) fn extract_sites_each<'d>(
+    data: &'d DebugData<'_>,
+    ranges: bool,
+    sink: impl FnMut(InlineSite, &[Function<'d>], usize),
+) -> Result<InlineInfo<'d>, Error> {
     let dwarf = data.dwarf();
     let mut headers = Vec::new();
     let mut iter = dwarf.units();
@@ -100,9 +139,16 @@ pub fn extract_sites<'d>(data: &'d DebugData<'_>) -> Result<InlineInfo<'d>, Erro
     let cfa = CfaIndex::new(data, address_size);
     let scans: Vec<UnitScan<'d>> = headers
         .par_iter()
-        .map(|h| scan_unit(&dwarf, h, &cfa, data.endian()))
+        .map(|h| {
+            let scan = scan_unit(&dwarf, h, &cfa, data.endian());
+            if let Some(off) = h.debug_info_offset() {
+                data.release(data.debug_info_bytes(off.0, h.length_including_self()));
+            }
+            scan
+        })
         .collect::<Result<_, Error>>()?;
-    Ok(resolve(scans))
+    data.release_sections();
+    Ok(resolve(scans, ranges, sink))
 }
 
 fn global(unit: &gimli::Unit<Slice<'_>>, off: gimli::UnitOffset) -> u64 {
@@ -138,18 +184,25 @@ fn scan_unit<'d>(
     let uoff = header.debug_info_offset().map_or(0, |o| o.0 as u64);
     let unit_owned = dwarf.unit(*header).map_err(Error::dwarf(uoff, "unit"))?;
     let unit = UnitRef::new(dwarf, &unit_owned);
-    let mut scan = UnitScan::default();
+    let mut scan = UnitScan {
+        start: uoff,
+        ..UnitScan::default()
+    };
     let mut file_ids: FxHashMap<u64, u32> = FxHashMap::default();
     let mut unwind = UnwindContext::new();
     let mut stack: Vec<Scope> = Vec::new();
-    let mut cursor = unit.entries();
-    loop {
-        let entry = match cursor.next_dfs() {
-            Ok(Some(e)) => e,
-            Ok(None) => break,
-            Err(e) => return Err(Error::dwarf(uoff, "DIE tree")(e)),
+    let tree_error = || Error::dwarf(uoff, "DIE tree");
+    let mut raw = unit_owned.entries_raw(None).map_err(tree_error())?;
+    let mut die_buf: Die<'d> = DebuggingInformationEntry::null();
+    while !raw.is_empty() {
+        let depth = raw.next_depth();
+        // Peek at the abbreviation: the attributes of DIEs the scan does not look at (types,
+        // variables, blocks, call sites, ... most of the tree) are skipped, not decoded.
+        let mut peek = raw.clone();
+        let Some(abbrev) = peek.read_abbreviation().map_err(tree_error())? else {
+            raw = peek; // a null entry ends a list of children
+            continue;
         };
-        let depth = entry.depth();
         while stack.last().is_some_and(|s| s.depth >= depth) {
             stack.pop();
         }
@@ -166,6 +219,25 @@ fn scan_unit<'d>(
             kind: ScopeKind::Other,
             ..inherited
         };
+        let wanted = match abbrev.tag() {
+            dw::DW_TAG_subprogram | dw::DW_TAG_inlined_subroutine => true,
+            dw::DW_TAG_formal_parameter | dw::DW_TAG_unspecified_parameters => {
+                !matches!(inherited.kind, ScopeKind::Other)
+            }
+            _ => false,
+        };
+        if !wanted {
+            let has_children = abbrev.has_children();
+            peek.skip_attributes(abbrev.attributes())
+                .map_err(tree_error())?;
+            raw = peek;
+            if has_children {
+                stack.push(scope);
+            }
+            continue;
+        }
+        raw.read_entry(&mut die_buf).map_err(tree_error())?;
+        let entry = &die_buf;
         match entry.tag() {
             dw::DW_TAG_subprogram => {
                 let die = global(&unit_owned, entry.offset());
@@ -203,7 +275,14 @@ fn scan_unit<'d>(
                 scope.site_depth = 0;
             }
             dw::DW_TAG_inlined_subroutine => {
-                let site = scan_site(unit, entry, &inherited, &mut scan.files, &mut file_ids)?;
+                let site = scan_site(
+                    unit,
+                    entry,
+                    &inherited,
+                    &mut scan.ranges,
+                    &mut scan.files,
+                    &mut file_ids,
+                )?;
                 scan.sites.push(site);
                 let idx = (scan.sites.len() - 1) as u32;
                 scope.kind = ScopeKind::Site(idx);
@@ -249,9 +328,7 @@ fn scan_unit<'d>(
                         endian,
                     };
                     let loc = param_location(entry, &mut ctx)?;
-                    if let Some(site) = scan.sites.get_mut(i as usize) {
-                        site.params.push((origin, loc));
-                    }
+                    scan.site_params.push((i, origin, loc));
                 }
                 ScopeKind::Other => {}
             },
@@ -268,6 +345,14 @@ fn scan_unit<'d>(
             stack.push(scope);
         }
     }
+    // All units' scans are held until they are resolved: give back the vectors' growth slack
+    // (up to half of each) while this thread's allocator can still reuse it for the next unit.
+    scan.subs.shrink_to_fit();
+    scan.params.shrink_to_fit();
+    scan.sites.shrink_to_fit();
+    scan.ranges.shrink_to_fit();
+    scan.site_params.shrink_to_fit();
+    scan.files.shrink_to_fit();
     Ok(scan)
 }
 
@@ -336,6 +421,7 @@ fn scan_site<'a>(
     unit: UnitRef<'_, Slice<'a>>,
     entry: &Die<'a>,
     parent: &Scope,
+    all_ranges: &mut Vec<std::ops::Range<u64>>,
     files: &mut Vec<String>,
     file_ids: &mut FxHashMap<u64, u32>,
 ) -> Result<SiteRaw, Error> {
@@ -353,15 +439,16 @@ fn scan_site<'a>(
             .and_then(|v| v.udata_value())
             .is_some_and(|size| low.checked_add(size).is_none())
     });
-    let mut ranges = Vec::new();
+    let first = all_ranges.len();
     if !wraps && let Ok(mut iter) = unit.die_ranges(entry) {
         while let Some(r) = iter
             .next()
             .map_err(Error::dwarf(die, "inline site ranges"))?
         {
-            ranges.push(r.begin..r.end);
+            all_ranges.push(r.begin..r.end);
         }
     }
+    let ranges = &all_ranges[first..];
     let range_list = entry.has_attr(dw::DW_AT_ranges);
     let entry_pc = match entry.attr_value(dw::DW_AT_entry_pc) {
         Some(v @ (AttributeValue::Addr(_) | AttributeValue::DebugAddrIndex(_))) => {
@@ -406,14 +493,13 @@ fn scan_site<'a>(
         caller_die: parent.concrete.map(|c| c.0),
         parent: parent.site,
         depth: parent.site_depth + 1,
-        ranges,
+        ranges: (first as u32, ranges.len() as u32),
         range_list,
         site_addr,
         source,
         call_file,
         call_line: udata(entry.attr_value(dw::DW_AT_call_line)).unwrap_or(0) as u32,
         call_column: udata(entry.attr_value(dw::DW_AT_call_column)).unwrap_or(0) as u32,
-        params: Vec::new(),
     })
 }
 
@@ -566,24 +652,50 @@ fn find_location<'a>(
 
 /// Merge the per-unit scans: build the global DIE maps, resolve origin chains to root functions,
 /// match concrete parameters to the callee's declared parameters, renumber sites and files.
-fn resolve<'a>(scans: Vec<UnitScan<'a>>) -> InlineInfo<'a> {
+fn resolve<'a>(
+    mut scans: Vec<UnitScan<'a>>,
+    keep_ranges: bool,
+    mut sink: impl FnMut(InlineSite, &[Function<'a>], usize),
+) -> InlineInfo<'a> {
     let units = scans.len();
-    let mut sub_index: FxHashMap<u64, (usize, usize)> = FxHashMap::default();
-    let mut param_index: FxHashMap<u64, (usize, usize)> = FxHashMap::default();
-    for (u, s) in scans.iter().enumerate() {
-        for (i, sub) in s.subs.iter().enumerate() {
-            sub_index.insert(sub.die, (u, i));
-        }
-        for (i, p) in s.params.iter().enumerate() {
-            param_index.insert(p.die, (u, i));
-        }
-    }
-    let sub_at = |die: u64| sub_index.get(&die).map(|&(u, i)| &scans[u].subs[i]);
+    // The sites and file names are consumed unit by unit below (each raw site is dropped as soon
+    // as it is converted), so at most one copy of every site is alive at a time.
+    let unit_sites: Vec<UnitSites> = scans
+        .iter_mut()
+        .map(|s| UnitSites {
+            sites: std::mem::take(&mut s.sites),
+            ranges: std::mem::take(&mut s.ranges),
+            site_params: std::mem::take(&mut s.site_params),
+            files: std::mem::take(&mut s.files),
+        })
+        .collect();
+    // DIEs by offset: the units are in offset order and each unit's subprograms and parameters
+    // are in DIE order, so a binary search finds the unit and then the DIE (no global hash maps,
+    // which cost as much memory as the records).
+    let unit_of = |die: u64| {
+        scans
+            .partition_point(|s| s.start <= die)
+            .checked_sub(1)
+            .and_then(|u| scans.get(u))
+    };
+    let sub_at = |die: u64| {
+        let subs = &unit_of(die)?.subs;
+        subs.binary_search_by_key(&die, |s| s.die)
+            .ok()
+            .map(|i| &subs[i])
+    };
+    let param_at = |die: u64| {
+        let params = &unit_of(die)?.params;
+        params
+            .binary_search_by_key(&die, |p| p.die)
+            .ok()
+            .map(|i| &params[i])
+    };
     // Root of a subprogram DIE: follow origin/specification until it ends (bounded against cycles).
     let root_of = |mut die: u64| -> u64 {
         for _ in 0..16 {
             match sub_at(die).and_then(|s| s.origin) {
-                Some(o) if sub_index.contains_key(&o) => die = o,
+                Some(o) if sub_at(o).is_some() => die = o,
                 _ => break,
             }
         }
@@ -609,13 +721,14 @@ fn resolve<'a>(scans: Vec<UnitScan<'a>>) -> InlineInfo<'a> {
         let mut variadic = false;
         let mut params = Vec::new();
         if let Some(s) = sub_at(root) {
+            params.reserve_exact(s.params.len());
             name = s.name.clone();
             linkage_name = s.linkage_name.clone();
             return_type = s.return_type;
             variadic = s.variadic;
             for (i, &p) in s.params.iter().enumerate() {
                 param_slot.insert(p, (id, i));
-                let decl = param_index.get(&p).map(|&(u, j)| &scans[u].params[j]);
+                let decl = param_at(p);
                 params.push(ParamDecl {
                     die: p,
                     name: decl.and_then(|d| d.name.clone()),
@@ -645,22 +758,32 @@ fn resolve<'a>(scans: Vec<UnitScan<'a>>) -> InlineInfo<'a> {
         }
     }
 
-    let mut sites = Vec::with_capacity(scans.iter().map(|s| s.sites.len()).sum());
+    let total_sites: usize = unit_sites.iter().map(|u| u.sites.len()).sum();
+    let mut site_count = 0u32;
     let mut files: Vec<String> = Vec::new();
     let mut file_ids: FxHashMap<String, u32> = FxHashMap::default();
-    for s in &scans {
-        let base = sites.len() as u32;
-        let file_map: Vec<u32> = s
+    for unit in unit_sites {
+        let base = site_count;
+        let file_map: Vec<u32> = unit
             .files
-            .iter()
-            .map(|f| {
-                *file_ids.entry(f.clone()).or_insert_with(|| {
+            .into_iter()
+            .map(|f| match file_ids.get(&f) {
+                Some(&id) => id,
+                None => {
+                    let id = files.len() as u32;
                     files.push(f.clone());
-                    (files.len() - 1) as u32
-                })
+                    file_ids.insert(f, id);
+                    id
+                }
             })
             .collect();
-        for raw in &s.sites {
+        let ranges = unit.ranges;
+        let mut site_params = unit.site_params;
+        // In DIE order already unless a site's parameters follow a nested site; the stable sort
+        // keeps each site's parameters in DIE order.
+        site_params.sort_by_key(|p| p.0);
+        let mut site_params = site_params.into_iter().peekable();
+        for (index, raw) in unit.sites.into_iter().enumerate() {
             let callee_root = raw.origin.map_or(u64::MAX, &root_of);
             let callee = function_for(callee_root, &mut functions, &mut param_slot);
             functions[callee as usize].inline_sites += 1;
@@ -676,32 +799,36 @@ fn resolve<'a>(scans: Vec<UnitScan<'a>>) -> InlineInfo<'a> {
                 };
                 n
             ];
-            for (origin, loc) in &raw.params {
+            while let Some((_, origin, loc)) = site_params.next_if(|p| p.0 as usize <= index) {
                 // Follow the parameter's own origin chain until it lands on a slot of the callee.
-                let mut p = *origin;
+                let mut p = origin;
                 for _ in 0..16 {
                     let Some(die) = p else { break };
                     if let Some(&(f, i)) = param_slot.get(&die)
                         && f == callee
                     {
                         if let Some(slot) = params.get_mut(i) {
-                            *slot = loc.clone();
+                            *slot = loc;
                         }
                         break;
                     }
-                    p = param_index
-                        .get(&die)
-                        .and_then(|&(u, j)| scans[u].params[j].origin);
+                    p = param_at(die).and_then(|d| d.origin);
                 }
             }
-            sites.push(InlineSite {
+            site_count = site_count.saturating_add(1);
+            let site = InlineSite {
                 die: raw.die,
                 callee,
                 caller,
                 caller_die: raw.caller_die,
                 parent: raw.parent.map(|p| p + base),
                 depth: raw.depth,
-                ranges: raw.ranges.clone(),
+                ranges: if keep_ranges {
+                    let (first, len) = (raw.ranges.0 as usize, raw.ranges.1 as usize);
+                    ranges.get(first..first + len).unwrap_or_default().to_vec()
+                } else {
+                    Vec::new()
+                },
                 range_list: raw.range_list,
                 site_addr: raw.site_addr,
                 site_addr_source: raw.source,
@@ -711,12 +838,13 @@ fn resolve<'a>(scans: Vec<UnitScan<'a>>) -> InlineInfo<'a> {
                 call_line: raw.call_line,
                 call_column: raw.call_column,
                 params,
-            });
+            };
+            sink(site, &functions, total_sites);
         }
     }
     InlineInfo {
         functions,
-        sites,
+        sites: Vec::new(),
         files,
         units,
     }

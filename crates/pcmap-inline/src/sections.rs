@@ -38,7 +38,12 @@ pub struct DebugData<'data> {
     pub debug_info_size: u64,
     /// Loadable segments as (virtual address, file offset, file size).
     segments: Vec<(u64, u64, u64)>,
+    /// Called with section bytes the extractor is done with (see [`DebugData::set_release`]).
+    release: Option<Release<'data>>,
 }
+
+/// A callback told which mapped bytes are no longer needed.
+type Release<'data> = Box<dyn Fn(&[u8]) + Send + Sync + 'data>;
 
 impl std::fmt::Debug for DebugData<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,6 +65,17 @@ impl<'data> DebugData<'data> {
     /// Collect the DWARF sections (decompressed where needed), `.eh_frame`, `.debug_frame` and
     /// the function symbols of an already parsed binary.
     pub fn from_binary(bin: &Binary<'data>) -> Result<Self, Error> {
+        Self::build(bin, true)
+    }
+
+    /// Like [`DebugData::from_binary`] without the symbol tables ([`DebugData::symbols`] and the
+    /// symbolizer's names stay empty): enough for [`crate::extract_sites`] and the BTF glue, and
+    /// on a kernel image it saves tens of megabytes and a sort of every symbol.
+    pub fn dwarf_from_binary(bin: &Binary<'data>) -> Result<Self, Error> {
+        Self::build(bin, false)
+    }
+
+    fn build(bin: &Binary<'data>, with_symbols: bool) -> Result<Self, Error> {
         let endian = if bin.is_little_endian() {
             gimli::RunTimeEndian::Little
         } else {
@@ -96,7 +112,7 @@ impl<'data> DebugData<'data> {
         let text_addr = bin.section_by_name(".text").map_or(0, |s| s.address);
         // Defined `STT_FUNC` symbols of `.symtab` (not `.dynsym`, not `STT_GNU_IFUNC`, not
         // absolute), as the DWARF tools name functions.
-        let mut symbols: Vec<ElfSymbol<'data>> = if bin.symbols_from_dynsym() {
+        let mut symbols: Vec<ElfSymbol<'data>> = if !with_symbols || bin.symbols_from_dynsym() {
             Vec::new()
         } else {
             bin.function_table()
@@ -118,7 +134,11 @@ impl<'data> DebugData<'data> {
             debug_frame,
             text_addr,
             symbols,
-            symbol_table: crate::symbolize::symbol_table(bin)?,
+            symbol_table: if with_symbols {
+                crate::symbolize::symbol_table(bin)?
+            } else {
+                Vec::new()
+            },
             debug_info_size,
             segments: bin
                 .segments()
@@ -126,7 +146,43 @@ impl<'data> DebugData<'data> {
                 .filter(|s| s.p_type == pcmap_binary::PT_LOAD)
                 .map(|s| (s.vaddr, s.offset, s.file_size))
                 .collect(),
+            release: None,
         })
+    }
+
+    /// Register a callback that [`crate::extract_sites`] calls with the bytes of each unit of
+    /// `.debug_info` once it has read the unit, and with every DWARF section once all units are
+    /// read. A caller that memory-maps the file can drop those pages from its resident set
+    /// (`MADV_DONTNEED`): reading them again later only faults them back in, so this bounds the
+    /// resident file pages by the units in flight instead of the whole `.debug_info`. The bytes
+    /// may be a decompressed copy rather than part of the file; the callback should then ignore
+    /// them.
+    pub fn set_release(&mut self, release: impl Fn(&[u8]) + Send + Sync + 'data) {
+        self.release = Some(Box::new(release));
+    }
+
+    /// Tell the release callback, if any, that `bytes` are no longer needed.
+    pub(crate) fn release(&self, bytes: &[u8]) {
+        if let Some(f) = &self.release {
+            f(bytes);
+        }
+    }
+
+    /// Release every DWARF section (see [`DebugData::set_release`]).
+    pub(crate) fn release_sections(&self) {
+        for (_, bytes) in &self.sections {
+            self.release(bytes);
+        }
+    }
+
+    /// The bytes of the `.debug_info` unit at `offset` spanning `len` bytes (empty when out of
+    /// range).
+    pub(crate) fn debug_info_bytes(&self, offset: usize, len: usize) -> &[u8] {
+        let info = self.section(gimli::SectionId::DebugInfo);
+        offset
+            .checked_add(len)
+            .and_then(|end| info.get(offset..end))
+            .unwrap_or(&[])
     }
 
     /// The file offset of a virtual address (what uprobes and `perf probe` use), if a loadable

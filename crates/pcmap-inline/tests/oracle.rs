@@ -669,3 +669,42 @@ fn check_param(
     assert_eq!(ops, expected, "{ctx}");
     *compared.entry(p.location.class().name()).or_default() += 1;
 }
+
+/// A release callback (what `pcmap inline encode` uses to drop read `.debug_info` pages) is told
+/// about every byte of `.debug_info`, and extraction with one gives the same sites and locations.
+#[test]
+fn release_callback_covers_debug_info_and_changes_nothing() {
+    use std::sync::Mutex;
+    for (name, bin) in fixtures() {
+        let bytes = std::fs::read(&bin).unwrap();
+        let plain = DebugData::load(&bytes).unwrap();
+        let expected = extract_sites(&plain).unwrap();
+        let released: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+        let file = bytes.as_ptr() as usize;
+        let spans = &released;
+        let mut data = DebugData::load(&bytes).unwrap();
+        data.set_release(move |b| {
+            let start = b.as_ptr() as usize - file;
+            spans.lock().unwrap().push((start, start + b.len()));
+        });
+        let info = extract_sites(&data).unwrap();
+        assert_eq!(info.sites.len(), expected.sites.len(), "{name}");
+        for (a, b) in info.sites.iter().zip(&expected.sites) {
+            assert_eq!(
+                (a.die, a.callee, a.site_addr, &a.ranges, &a.params),
+                (b.die, b.callee, b.site_addr, &b.ranges, &b.params),
+                "{name}"
+            );
+        }
+        // Every byte of .debug_info was released (units, then the whole section).
+        let mut spans = released.lock().unwrap().clone();
+        spans.sort();
+        let covered: usize = spans.iter().map(|(s, e)| e - s).max().unwrap_or(0);
+        assert!(
+            covered as u64 >= plain.debug_info_size,
+            "{name}: largest released span {covered} < .debug_info {}",
+            plain.debug_info_size
+        );
+        assert!(spans.len() > 1, "{name}: units are released one by one");
+    }
+}

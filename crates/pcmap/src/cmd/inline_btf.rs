@@ -147,18 +147,64 @@ fn load_base(
     Ok((read(&out)?.to_vec(), false))
 }
 
+/// Make glibc's malloc use one arena for all threads (`mallopt(M_ARENA_MAX, 1)`). The extractor
+/// scans units on worker threads and this thread then converts and frees those scans unit by unit
+/// while it builds the encoder's input: with per-thread arenas the freed memory stays in the
+/// workers' arenas, where this thread's allocations cannot reuse it (about 50 MB more peak on a
+/// kernel image). Must run before the worker threads start; other allocators ignore it.
+fn single_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        const M_ARENA_MAX: std::ffi::c_int = -8;
+        unsafe extern "C" {
+            fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+        }
+        // SAFETY: mallopt only changes glibc malloc's tuning; M_ARENA_MAX takes any positive
+        // value and affects only arenas created afterwards.
+        unsafe {
+            mallopt(M_ARENA_MAX, 1);
+        }
+    }
+}
+
+/// Drop the whole pages of `bytes` from the resident set when they are part of `file`'s map
+/// (DWARF the extractor has finished reading; see `DebugData::set_release`). Bytes outside the
+/// map (decompressed sections) are ignored.
+fn release_mapped(file: &MappedFile, bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    let map = file.bytes().as_ptr() as usize;
+    let Some(start) = (bytes.as_ptr() as usize).checked_sub(map) else {
+        return;
+    };
+    let end = start + bytes.len();
+    if end > file.bytes().len() {
+        return;
+    }
+    // Only pages wholly inside `bytes`: a neighbouring unit may still be in use (if it is not,
+    // keeping its page costs at most one page per unit boundary).
+    let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+    if first < last {
+        file.release(first..last);
+    }
+}
+
 pub fn run_encode(args: EncodeArgs) -> Result<()> {
     if !args.sizes && args.output.is_none() && args.into.is_none() && args.types.is_none() {
         bail!("nothing to write: give -o FILE, --into OUT, --types FILE or --sizes");
     }
+    single_malloc_arena();
     let file = MappedFile::open(&args.binary)
         .with_context(|| format!("opening {}", args.binary.display()))?;
     let bin = Binary::parse(file.bytes())
         .with_context(|| format!("reading inline sites of {}", args.binary.display()))?;
     let (base_bytes, base_in_binary) = load_base(args.base.as_deref(), &args.binary, &bin)?;
     let base = Btf::parse(&base_bytes).context("parsing the base BTF")?;
-    let set = DebugData::from_binary(&bin)
+    let set = DebugData::dwarf_from_binary(&bin)
         .context("loading the DWARF sections")
+        .map(|mut debug| {
+            debug.set_release(|bytes| release_mapped(&file, bytes));
+            debug
+        })
         .and_then(|debug| {
             pcmap_inline::btf::site_set(&bin, &debug).context("extracting inline sites")
         })
@@ -278,6 +324,9 @@ pub fn run_encode(args: EncodeArgs) -> Result<()> {
             }
         );
     }
+    // The process ends here: freeing the site set (hundreds of thousands of small allocations
+    // on a kernel image) would only cost time.
+    std::mem::forget(set);
     Ok(())
 }
 
