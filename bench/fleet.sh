@@ -62,6 +62,13 @@ run merge-fdata "$LLVM/merge-fdata" fdata/*.fdata -o merge-fdata.fdata
 sort merge-fdata.fdata > merge-fdata.fdata.sorted
 run datafusion-embedded "$FLEET" merge shards -o embedded.fdata
 same embedded.fdata
+# Where the embedded engine's time goes: the same plan under EXPLAIN ANALYZE (operator metrics:
+# elapsed_compute, spills, rows), summarised per operator.
+"$FLEET" query "EXPLAIN ANALYZE $("$FLEET" merge --print-sql)" shards --format csv > explain.csv
+echo "  operators (EXPLAIN ANALYZE, see $OUT/explain.csv):"
+tr ',' '\n' < explain.csv | grep -oE '(DataSourceExec|AggregateExec: mode=[A-Za-z]+|SortExec|SortPreservingMergeExec|RepartitionExec|ProjectionExec).*metrics=\[[^]]*\]' \
+  | sed -E 's/^([A-Za-z]+Exec(: mode=[A-Za-z]+)?).*metrics=\[/    \1: /; s/\]$//' \
+  | sed -E 's/(output_rows=[^ ]+|elapsed_compute=[^ ]+|spill_count=[^ ]+|spilled_bytes=[^ ]+|peak_mem_used=[^ ]+)|[a-z_]+=[^ ]+/\1/g; s/ +/ /g' || true
 
 # Ballista: one scheduler and 1 or 2 executors on this host (ports 50150...).
 PIDS=""

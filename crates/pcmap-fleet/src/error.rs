@@ -6,23 +6,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A shard that does not follow the contract (`docs/fleet-shards.md`).
-    #[error("{}: {what}", path.display())]
-    BadShard {
-        /// The shard.
-        path: PathBuf,
-        /// What is wrong with it.
-        what: String,
-    },
-    /// A shard whose Parquet footer or schema cannot be read.
-    #[error("{}: not a readable Parquet shard", path.display())]
-    Parquet {
-        /// The shard.
-        path: PathBuf,
-        /// The Parquet reader's error.
-        #[source]
-        source: datafusion::parquet::errors::ParquetError,
-    },
+    /// A shard that cannot be read or written, or does not follow the contract.
+    #[error(transparent)]
+    Shard(#[from] pcmap_shard::Error),
     /// Reading a shard failed.
     #[error("{}: cannot read", path.display())]
     Io {
@@ -41,6 +27,15 @@ pub enum Error {
         /// What differs.
         what: String,
     },
+    /// A memory limit too small for the engine to work in.
+    #[error(
+        "a memory limit of {limit} bytes is too small: the engine needs at least {} MiB to group and sort",
+        crate::engine::MIN_MEMORY_LIMIT >> 20
+    )]
+    MemoryLimit {
+        /// The limit asked for, in bytes.
+        limit: usize,
+    },
     /// No shard to read (after the build-id filter).
     #[error("no shard to read{0}")]
     NoShards(&'static str),
@@ -52,18 +47,12 @@ pub enum Error {
         /// What is wrong.
         what: String,
     },
-    /// Writing a shard (Parquet encoder).
-    #[error("writing the shard")]
-    Write(#[source] datafusion::parquet::errors::ParquetError),
     /// Building record batches.
     #[error("building record batches")]
     Arrow(#[from] datafusion::arrow::error::ArrowError),
     /// The query engine (DataFusion or Ballista) failed.
     #[error("query engine")]
     Engine(#[from] datafusion::error::DataFusionError),
-    /// A merged profile the fdata merge rules reject.
-    #[error(transparent)]
-    Merge(#[from] pcmap_profile::merge::Error),
 }
 
 /// The crate's result type.

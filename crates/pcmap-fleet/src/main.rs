@@ -102,7 +102,7 @@ struct Perf2boltArgs {
 #[derive(clap::Args, Debug)]
 struct ConvertArgs {
     /// Profile: BOLT fdata (perf2bolt's or merge-fdata's output), or with --pa pre-aggregated
-    /// text (needs --binary).
+    /// text (needs --binary). YAML is refused (it does not keep every record perf2bolt wrote).
     input: PathBuf,
     /// The binary the profile is of: fills the build-id, binary name and address columns.
     #[arg(long)]
@@ -139,6 +139,32 @@ struct EngineArgs {
     /// DataFusion partitions (0 = one per core; embedded engine).
     #[arg(long, default_value_t = 0)]
     partitions: usize,
+    /// Memory the embedded engine's grouping and sorting may hold (bytes, or with a K, M, G or T
+    /// suffix, powers of 1024); past it they spill to temporary files (in $TMPDIR), so a merge
+    /// of any number of shards runs in bounded memory. `0` = no limit. The process's peak
+    /// resident memory is this plus the batches in flight and the output's own needs.
+    #[arg(long = "memory-limit", value_name = "SIZE", default_value = "2G", value_parser = parse_size)]
+    memory_limit: usize,
+}
+
+/// A size in bytes: digits with an optional K, M, G or T suffix (powers of 1024; `KB`, `KiB`
+/// spellings too).
+fn parse_size(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(format!("{s:?}: expected a size such as 512M or 4G")),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1usize << shift))
+        .ok_or_else(|| format!("{s:?}: expected a size such as 512M or 4G"))
 }
 
 impl EngineArgs {
@@ -146,6 +172,7 @@ impl EngineArgs {
         Ok(match self.engine {
             EngineKind::Embedded => Engine::Embedded {
                 partitions: self.partitions,
+                memory_limit: (self.memory_limit > 0).then_some(self.memory_limit),
             },
             EngineKind::Ballista => Engine::Ballista {
                 scheduler: self
@@ -171,9 +198,13 @@ struct MergeArgs {
     /// Shards, or directories (searched recursively for `*.parquet`).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
-    /// The merged profile (`-` = standard output, not for parquet).
-    #[arg(short = 'o', value_name = "OUT")]
-    output: PathBuf,
+    /// The merged profile (`-` = standard output).
+    #[arg(short = 'o', value_name = "OUT", required_unless_present = "print_sql")]
+    output: Option<PathBuf>,
+    /// Print the merge's SQL (with the filters) and exit: run it with `pcmap-fleet query`
+    /// (`EXPLAIN ANALYZE ...` shows where the time goes), DuckDB or Spark.
+    #[arg(long = "print-sql")]
+    print_sql: bool,
     /// Format of OUT.
     #[arg(long = "format", value_enum, default_value_t = MergeFormat::Fdata)]
     format: MergeFormat,
@@ -403,11 +434,7 @@ fn aggregate_to_shard(
     let bolted = bat.is_some();
     let kind_of = |path: &Path, data: &[u8]| -> Result<inputs::ProfileKind> {
         match inputs::detect_profile(data) {
-            Some(inputs::ProfileKind::Yaml) => bail!(
-                "{}: YAML profiles keep block counts, not perf2bolt's records: give the fdata, \
-                 perf.data or pre-aggregated profile",
-                path.display()
-            ),
+            Some(inputs::ProfileKind::Yaml) => bail!("{}", yaml_refusal(path)),
             Some(kind) => Ok(kind),
             None if pre_aggregated => Ok(inputs::ProfileKind::PreAggregated),
             None => bail!(
@@ -454,14 +481,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let input = open_binary(&a.input)?;
     let kind = inputs::detect_profile(input.bytes());
     if kind == Some(inputs::ProfileKind::Yaml) {
-        // Read back onto BOLT's CFG, a YAML profile gives its block and edge counts, not every
-        // record perf2bolt aggregated (calls to functions outside the profile are lost), so a
-        // shard made from it would not merge to the profile it came from.
-        bail!(
-            "{}: YAML profiles are not converted to shards (they keep block counts, not \
-             perf2bolt's records); convert the fdata of the same profile (perf2bolt -o)",
-            a.input.display()
-        );
+        bail!("{}", yaml_refusal(&a.input));
     }
     if kind != Some(inputs::ProfileKind::Fdata) {
         // Pre-aggregated records need the binary's functions: aggregate them as perf2bolt does.
@@ -516,6 +536,22 @@ fn convert(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
+/// Why a YAML profile is not made into a shard. Read back onto BOLT's CFGs (as `pcmap
+/// perf2bolt` and Propeller read it), a YAML profile gives its block and edge counts, not every
+/// record perf2bolt aggregated: calls into code outside the binary (`fid: 0`) and the
+/// fall-throughs after calls are lost (measured: 22 of 899 lines of perf2bolt 22's YAML of the C++
+/// exception fixture come back different), so the shard would not merge to the profile it came
+/// from.
+fn yaml_refusal(path: &Path) -> String {
+    format!(
+        "{}: YAML profiles are not converted to shards: they keep block counts, not every record \
+         perf2bolt aggregated (calls into code outside the binary and fall-throughs after calls \
+         would be lost); convert the fdata of the same profile (perf2bolt -o), or its perf.data or \
+         pre-aggregated input",
+        path.display()
+    )
+}
+
 /// Shard paths: files as given, directories searched recursively for `*.parquet` (sorted).
 fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     input_paths::expand(
@@ -534,16 +570,34 @@ fn merge(a: MergeArgs) -> Result<()> {
         since_us: a.since.as_deref().map(parse_time).transpose()?,
         until_us: a.until.as_deref().map(parse_time).transpose()?,
     };
+    if a.print_sql {
+        println!("{}", engine::merge_sql(&filter));
+        return Ok(());
+    }
+    let output = a.output.clone().context("merge needs -o OUT")?;
     if matches!(a.format, MergeFormat::Yaml | MergeFormat::Preagg) && a.binary.is_none() {
         bail!("{:?} output needs --binary", a.format);
     }
-    let merged = runtime()?.block_on(engine::merge(&engine, &paths, &filter))?;
-    match a.format {
+    let rt = runtime()?;
+    let (shards, records) = match a.format {
         MergeFormat::Fdata => {
-            output::write_atomic(&a.output, |w| Ok(fdata::write(w, &merged.profile)?))?;
+            // Streamed: the engine sorts into fdata's record order, each batch is written as it
+            // arrives.
+            let mut stream = rt.block_on(engine::merge_stream(&engine, &paths, &filter))?;
+            let mut records = 0;
+            output::write_atomic(&output, |w| {
+                stream.header.write_fdata_header(w)?;
+                records = rt.block_on(stream.for_each_line(|l| -> Result<()> {
+                    fdata::write_line(w, l)?;
+                    Ok(())
+                }))?;
+                Ok(())
+            })?;
+            (stream.header.shards.len(), records)
         }
         MergeFormat::Parquet => {
-            let first = &merged.shards[0];
+            let mut stream = rt.block_on(engine::merge_stream(&engine, &paths, &filter))?;
+            let first = &stream.header.shards[0];
             let origin = Origin {
                 build_id: first.build_id.clone(),
                 binary: a
@@ -559,11 +613,28 @@ fn merge(a: MergeArgs) -> Result<()> {
                         .map(|d| d.as_micros() as i64)
                         .unwrap_or(0)
                 }),
-                events: merged.events.clone(),
+                events: stream.header.events.clone(),
             };
-            write_shard(&a.output, &merged.profile, &origin, &|_| None)?;
+            let records = if output.as_os_str() == "-" {
+                stream_shard(&rt, &mut stream, std::io::stdout(), &origin)?
+            } else {
+                let out = output::AtomicFile::create(&output)?;
+                let records = stream_shard(
+                    &rt,
+                    &mut stream,
+                    std::io::BufWriter::with_capacity(1 << 20, out.file()),
+                    &origin,
+                )
+                .with_context(|| format!("writing {}", output.display()))?;
+                out.commit()?;
+                records
+            };
+            (stream.header.shards.len(), records)
         }
         MergeFormat::Preagg | MergeFormat::Yaml => {
+            // Both go back onto the binary's functions, which needs every record at once
+            // (memory grows with the distinct records, not with the shards).
+            let merged = rt.block_on(engine::merge(&engine, &paths, &filter))?;
             let path = a
                 .binary
                 .as_ref()
@@ -589,21 +660,35 @@ fn merge(a: MergeArgs) -> Result<()> {
                         || format!("the merged profile against {}", path.display()),
                     )?;
                 unknown(stats.unknown_functions)?;
-                output::write_atomic(&a.output, |w| {
+                output::write_atomic(&output, |w| {
                     records.write(w)?;
                     Ok(())
                 })?;
             } else {
-                write_merged_yaml(&a.output, &binary, &image, path, &merged, &unknown)?;
+                write_merged_yaml(&output, &binary, &image, path, &merged, &unknown)?;
             }
+            (merged.shards.len(), merged.profile.lines.len())
         }
-    }
-    eprintln!(
-        "pcmap-fleet: merged {} shards ({} records)",
-        merged.shards.len(),
-        merged.profile.lines.len()
-    );
+    };
+    eprintln!("pcmap-fleet: merged {shards} shards ({records} records)");
     Ok(())
+}
+
+/// Write the merged records of `stream` as a shard on `out`; returns the number of records.
+fn stream_shard<W: std::io::Write + Send>(
+    rt: &tokio::runtime::Runtime,
+    stream: &mut engine::MergeStream,
+    out: W,
+    origin: &Origin,
+) -> Result<usize> {
+    let h = &stream.header;
+    let mut w = shard::ShardWriter::new(out, origin, h.bolted_collection, h.no_lbr)?;
+    let records = rt.block_on(stream.for_each_line(|l| -> Result<()> {
+        w.push(l, &|_| None)?;
+        Ok(())
+    }))?;
+    w.finish()?;
+    Ok(records)
 }
 
 /// The merged records as perf2bolt's YAML profile of `binary`.
@@ -639,33 +724,38 @@ fn write_merged_yaml(
 }
 
 fn query(a: QueryArgs) -> Result<()> {
+    use futures::StreamExt;
     use std::io::Write;
     let engine = a.engine.engine()?;
     let paths = expand(&a.inputs)?;
     engine::inspect_all(&paths)?;
-    let batches = runtime()?.block_on(engine::query(&engine, &paths, &a.sql))?;
+    let rt = runtime()?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    match a.format {
-        QueryFormat::Table => {
-            let table = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?;
-            writeln!(out, "{table}")?;
+    if a.format == QueryFormat::Table {
+        // A table sizes its columns from every row.
+        let batches = rt.block_on(engine::query(&engine, &paths, &a.sql))?;
+        let table = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?;
+        writeln!(out, "{table}")?;
+        out.flush()?;
+        return Ok(());
+    }
+    // CSV and JSON rows are written batch by batch as the engine produces them.
+    let mut batches = rt.block_on(engine::query_stream(&engine, &paths, &a.sql))?;
+    let mut next = || rt.block_on(batches.next()).transpose();
+    if a.format == QueryFormat::Csv {
+        let mut w = datafusion::arrow::csv::Writer::new(&mut out);
+        while let Some(b) = next()? {
+            w.write(&b)?;
         }
-        QueryFormat::Csv => {
-            let mut w = datafusion::arrow::csv::Writer::new(&mut out);
-            for b in &batches {
-                w.write(b)?;
-            }
+    } else {
+        let mut w = datafusion::arrow::json::ArrayWriter::new(&mut out);
+        while let Some(b) = next()? {
+            w.write(&b)?;
         }
-        QueryFormat::Json => {
-            let mut w = datafusion::arrow::json::ArrayWriter::new(&mut out);
-            for b in &batches {
-                w.write(b)?;
-            }
-            w.finish()?;
-            drop(w);
-            writeln!(out)?;
-        }
+        w.finish()?;
+        drop(w);
+        writeln!(out)?;
     }
     out.flush()?;
     Ok(())

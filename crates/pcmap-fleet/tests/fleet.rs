@@ -147,6 +147,45 @@ fn check_merge(f: &Fixture, tag: &str) {
         &f.dir.join("fleet-1.fdata"),
     );
     assert_eq!(one, ours, "{tag}: --partitions 1");
+    // The smallest memory limit the engine takes (the unit tests of pcmap-fleet's engine show it
+    // spilling there on larger inputs): the same bytes.
+    let limited = merge(
+        &[
+            f.shard_dir.as_os_str(),
+            "--memory-limit".as_ref(),
+            "32M".as_ref(),
+        ],
+        &f.dir.join("fleet-limited.fdata"),
+    );
+    assert_eq!(limited, ours, "{tag}: --memory-limit 32M");
+    let r = tk::run(fleet().arg("merge").arg(&f.shard_dir).args([
+        "--memory-limit",
+        "1M",
+        "-o",
+        f.dir.join("never.fdata").to_str().unwrap(),
+    ]));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        r.status.code() == Some(1)
+            && stderr.contains("too small")
+            && !f.dir.join("never.fdata").exists(),
+        "{tag}: a memory limit below the engine's minimum is refused: {} {stderr}",
+        r.status
+    );
+    let r = tk::run(fleet().arg("merge").arg(&f.shard_dir).args([
+        "--memory-limit",
+        "lots",
+        "-o",
+        f.dir.join("never.fdata").to_str().unwrap(),
+    ]));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        r.status.code() == Some(2)
+            && stderr.contains("512M")
+            && !f.dir.join("never.fdata").exists(),
+        "{tag}: a bad --memory-limit is a usage error: {} {stderr}",
+        r.status
+    );
     // Merging a merged shard with nothing else is the identity.
     let shard = f.dir.join("merged.parquet");
     tk::run_ok(
@@ -244,7 +283,7 @@ fn check_preagg_and_conversions(f: &Fixture, tag: &str) {
         f.dir.display()
     );
 
-    // A YAML profile is refused with the file named, and no shard is written.
+    // A YAML profile is refused with the file named and the reason, and no shard is written.
     let yaml_shard = f.dir.join("from-yaml.parquet");
     let r = tk::run(
         fleet()
@@ -257,7 +296,10 @@ fn check_preagg_and_conversions(f: &Fixture, tag: &str) {
     );
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(
-        r.status.code() == Some(1) && stderr.contains("concat.yaml") && !yaml_shard.exists(),
+        r.status.code() == Some(1)
+            && stderr.contains("concat.yaml")
+            && stderr.contains("fall-throughs after calls")
+            && !yaml_shard.exists(),
         "{tag}: YAML conversion must be refused: {} {stderr}",
         r.status
     );

@@ -158,6 +158,29 @@ pub enum Line<'a> {
     Mem(MemRecord<'a>),
 }
 
+impl Line<'_> {
+    /// Detach from the input buffer.
+    pub fn into_owned(self) -> Line<'static> {
+        match self {
+            Line::Branch(b) => Line::Branch(BranchRecord {
+                from: b.from.into_owned(),
+                to: b.to.into_owned(),
+                mispreds: b.mispreds,
+                count: b.count,
+            }),
+            Line::Sample(s) => Line::Sample(SampleRecord {
+                at: s.at.into_owned(),
+                count: s.count,
+            }),
+            Line::Mem(m) => Line::Mem(MemRecord {
+                pc: m.pc.into_owned(),
+                addr: m.addr.into_owned(),
+                count: m.count,
+            }),
+        }
+    }
+}
+
 /// A whole fdata profile. Records keep the file's order.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Profile<'a> {
@@ -560,19 +583,30 @@ pub fn write_line<W: Write + ?Sized>(w: &mut W, line: &Line<'_>) -> io::Result<(
     w.write_all(b"\n")
 }
 
-/// Write a profile: `boltedcollection`, then `no_lbr[ <event>]*`, then the lines in the given order.
-pub fn write<W: Write + ?Sized>(w: &mut W, p: &Profile<'_>) -> io::Result<()> {
-    if p.bolted_collection {
+/// Write a profile's header lines: `boltedcollection` when `bolted_collection`, then
+/// `no_lbr[ <event>]*` for a basic-sample profile (`no_lbr` is `Some`).
+pub fn write_header<W: Write + ?Sized, E: AsRef<str>>(
+    w: &mut W,
+    bolted_collection: bool,
+    no_lbr: Option<&[E]>,
+) -> io::Result<()> {
+    if bolted_collection {
         w.write_all(b"boltedcollection\n")?;
     }
-    if let Some(events) = &p.no_lbr {
+    if let Some(events) = no_lbr {
         w.write_all(b"no_lbr")?;
         for e in events {
             w.write_all(b" ")?;
-            w.write_all(e.as_bytes())?;
+            w.write_all(e.as_ref().as_bytes())?;
         }
         w.write_all(b"\n")?;
     }
+    Ok(())
+}
+
+/// Write a profile: `boltedcollection`, then `no_lbr[ <event>]*`, then the lines in the given order.
+pub fn write<W: Write + ?Sized>(w: &mut W, p: &Profile<'_>) -> io::Result<()> {
+    write_header(w, p.bolted_collection, p.no_lbr.as_deref())?;
     for l in &p.lines {
         write_line(w, l)?;
     }

@@ -4,16 +4,16 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampMicrosecondBuilder, UInt8Builder,
+use arrow_array::builder::{
+    BooleanBuilder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder, UInt8Builder,
 };
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::arrow::parquet_to_arrow_schema;
-use datafusion::parquet::basic::{Compression, ZstdLevel};
-use datafusion::parquet::file::metadata::KeyValue;
-use datafusion::parquet::file::properties::WriterProperties;
-use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+use arrow_array::{ArrayRef, RecordBatch};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::parquet_to_arrow_schema;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{ChunkReader, FileReader, SerializedFileReader};
 use pcmap_profile::fdata::{self, Line, Location, LocationKind};
 
 use crate::schema::{self, kind};
@@ -171,38 +171,53 @@ impl Columns {
 }
 
 /// Footer key-value pairs of a shard.
-fn footer(origin: &Origin, profile: &fdata::Profile<'_>) -> Vec<KeyValue> {
+fn footer(origin: &Origin, bolted_collection: bool, no_lbr: bool) -> Vec<KeyValue> {
     vec![
         KeyValue::new(schema::KEY_VERSION.into(), schema::VERSION.to_string()),
         KeyValue::new(schema::KEY_BUILD_ID.into(), origin.build_id.clone()),
-        KeyValue::new(
-            schema::KEY_BOLTED.into(),
-            profile.bolted_collection.to_string(),
-        ),
-        KeyValue::new(schema::KEY_NO_LBR.into(), profile.is_no_lbr().to_string()),
+        KeyValue::new(schema::KEY_BOLTED.into(), bolted_collection.to_string()),
+        KeyValue::new(schema::KEY_NO_LBR.into(), no_lbr.to_string()),
         KeyValue::new(schema::KEY_EVENTS.into(), origin.events.join(",")),
     ]
 }
 
-/// Write `profile` as a shard to `out` (Parquet, zstd, row groups of
-/// [`schema::ROW_GROUP_ROWS`] rows). `address` gives the address in the binary of a location,
-/// when known (a symbol of the binary the profile was aggregated against). Returns the number of
-/// rows.
-pub fn write<W: std::io::Write + Send>(
-    out: W,
-    profile: &fdata::Profile<'_>,
-    origin: &Origin,
-    address: &dyn Fn(&Location<'_>) -> Option<u64>,
-) -> Result<u64> {
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_row_count(Some(schema::ROW_GROUP_ROWS))
-        .set_key_value_metadata(Some(footer(origin, profile)))
-        .build();
-    let mut w = ArrowWriter::try_new(out, schema::schema(), Some(props)).map_err(Error::Write)?;
-    let mut cols = Columns::new();
-    let mut total = 0u64;
-    for line in &profile.lines {
+/// A shard being written record by record (Parquet, zstd, row groups of
+/// [`schema::ROW_GROUP_ROWS`] rows): it holds one row group at a time.
+pub struct ShardWriter<W: std::io::Write + Send> {
+    parquet: ArrowWriter<W>,
+    cols: Columns,
+    origin: Origin,
+    bolted_collection: bool,
+    rows: u64,
+}
+
+impl<W: std::io::Write + Send> ShardWriter<W> {
+    /// Start a shard of a profile with these headers on `out`.
+    pub fn new(out: W, origin: &Origin, bolted_collection: bool, no_lbr: bool) -> Result<Self> {
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_max_row_group_row_count(Some(schema::ROW_GROUP_ROWS))
+            .set_key_value_metadata(Some(footer(origin, bolted_collection, no_lbr)))
+            .build();
+        let parquet =
+            ArrowWriter::try_new(out, schema::schema(), Some(props)).map_err(Error::Write)?;
+        Ok(ShardWriter {
+            parquet,
+            cols: Columns::new(),
+            origin: origin.clone(),
+            bolted_collection,
+            rows: 0,
+        })
+    }
+
+    /// Add a record. `address` gives the address in the binary of a location, when known (a
+    /// symbol of the binary the profile was aggregated against).
+    pub fn push(
+        &mut self,
+        line: &Line<'_>,
+        address: &dyn Fn(&Location<'_>) -> Option<u64>,
+    ) -> Result<()> {
+        let cols = &mut self.cols;
         match line {
             Line::Branch(b) => cols.push(
                 kind::BRANCH,
@@ -216,18 +231,39 @@ pub fn write<W: std::io::Write + Send>(
             Line::Mem(m) => cols.push(kind::MEMORY, &m.pc, Some(&m.addr), m.count, 0, address),
         }
         if cols.rows == schema::ROW_GROUP_ROWS {
-            total += cols.rows as u64;
-            let batch = cols.finish(origin, profile.bolted_collection)?;
-            w.write(&batch).map_err(Error::Write)?;
+            self.flush()?;
         }
+        Ok(())
     }
-    if cols.rows > 0 || total == 0 {
-        total += cols.rows as u64;
-        let batch = cols.finish(origin, profile.bolted_collection)?;
-        w.write(&batch).map_err(Error::Write)?;
+
+    fn flush(&mut self) -> Result<()> {
+        self.rows += self.cols.rows as u64;
+        let batch = self.cols.finish(&self.origin, self.bolted_collection)?;
+        self.parquet.write(&batch).map_err(Error::Write)
     }
-    w.close().map_err(Error::Write)?;
-    Ok(total)
+
+    /// Write the last row group and the footer; returns the number of rows.
+    pub fn finish(mut self) -> Result<u64> {
+        if self.cols.rows > 0 || self.rows == 0 {
+            self.flush()?;
+        }
+        self.parquet.close().map_err(Error::Write)?;
+        Ok(self.rows)
+    }
+}
+
+/// Write `profile` as a shard to `out` ([`ShardWriter`]). Returns the number of rows.
+pub fn write<W: std::io::Write + Send>(
+    out: W,
+    profile: &fdata::Profile<'_>,
+    origin: &Origin,
+    address: &dyn Fn(&Location<'_>) -> Option<u64>,
+) -> Result<u64> {
+    let mut w = ShardWriter::new(out, origin, profile.bolted_collection, profile.is_no_lbr())?;
+    for line in &profile.lines {
+        w.push(line, address)?;
+    }
+    w.finish()
 }
 
 /// What [`inspect`] learns from a shard's footer.
@@ -250,15 +286,24 @@ pub struct ShardMeta {
 /// Check that `path` is a shard of this contract version: readable Parquet footer, the footer
 /// keys, and every column with its name and type. Reads the footer only.
 pub fn inspect(path: &Path) -> Result<ShardMeta> {
-    let bad = |what: String| Error::BadShard {
-        path: path.to_path_buf(),
-        what,
-    };
     let file = File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let reader = SerializedFileReader::new(file).map_err(|source| Error::Parquet {
+    inspect_reader(file, path)
+}
+
+/// [`inspect`] of a shard held in memory (copied once); `path` only names it in errors.
+pub fn inspect_bytes(data: &[u8], path: &Path) -> Result<ShardMeta> {
+    inspect_reader(bytes::Bytes::copy_from_slice(data), path)
+}
+
+fn inspect_reader<R: ChunkReader + 'static>(data: R, path: &Path) -> Result<ShardMeta> {
+    let bad = |what: String| Error::BadShard {
+        path: path.to_path_buf(),
+        what,
+    };
+    let reader = SerializedFileReader::new(data).map_err(|source| Error::Parquet {
         path: path.to_path_buf(),
         source,
     })?;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 /// Version of the contract, stored under [`KEY_VERSION`] in every shard's footer.
 pub const VERSION: u32 = 1;
