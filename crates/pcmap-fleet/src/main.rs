@@ -196,7 +196,7 @@ enum MergeFormat {
 #[derive(clap::Args, Debug)]
 struct MergeArgs {
     /// Shards, or directories (searched recursively for `*.parquet`).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "print_sql")]
     inputs: Vec<PathBuf>,
     /// The merged profile (`-` = standard output).
     #[arg(short = 'o', value_name = "OUT", required_unless_present = "print_sql")]
@@ -563,7 +563,6 @@ fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 fn merge(a: MergeArgs) -> Result<()> {
     let engine = a.engine.engine()?;
-    let paths = expand(&a.inputs)?;
     let filter = Filter {
         build_id: a.build_id.as_ref().map(|s| s.to_ascii_lowercase()),
         hosts: a.hosts.clone(),
@@ -575,6 +574,7 @@ fn merge(a: MergeArgs) -> Result<()> {
         return Ok(());
     }
     let output = a.output.clone().context("merge needs -o OUT")?;
+    let paths = expand(&a.inputs)?;
     if matches!(a.format, MergeFormat::Yaml | MergeFormat::Preagg) && a.binary.is_none() {
         bail!("{:?} output needs --binary", a.format);
     }

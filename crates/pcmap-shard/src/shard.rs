@@ -9,7 +9,7 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::parquet_to_arrow_schema;
+use parquet::arrow::{ARROW_SCHEMA_META_KEY, encode_arrow_schema, parquet_to_arrow_schema};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
@@ -338,7 +338,7 @@ fn inspect_reader<R: ChunkReader + 'static>(data: R, path: &Path) -> Result<Shar
     let no_lbr = flag(schema::KEY_NO_LBR)?;
     let build_id = get(schema::KEY_BUILD_ID).unwrap_or("").to_string();
     let found =
-        parquet_to_arrow_schema(meta.schema_descr(), kv).map_err(|source| Error::Parquet {
+        parquet_to_arrow_schema(meta.schema_descr(), None).map_err(|source| Error::Parquet {
             path: path.to_path_buf(),
             source,
         })?;
@@ -362,6 +362,17 @@ fn inspect_reader<R: ChunkReader + 'static>(data: R, path: &Path) -> Result<Shar
             "{} columns, the contract has {}",
             found.fields().len(),
             want.fields().len()
+        )));
+    }
+    // The Arrow schema a writer may embed (`ARROW:schema`, an IPC flatbuffer) is not decoded:
+    // arrow-ipc panics on some malformed ones (found by the `fleet_shard` fuzz target). A shard
+    // may carry none (other writers) or exactly the one pcmap writes; anything else is refused
+    // here, before an engine decodes it. Column types come from the Parquet schema alone.
+    if let Some(embedded) = get(ARROW_SCHEMA_META_KEY)
+        && embedded != encode_arrow_schema(&schema::schema())
+    {
+        return Err(bad(format!(
+            "the footer's `{ARROW_SCHEMA_META_KEY}` is not the contract's Arrow schema"
         )));
     }
     Ok(ShardMeta {
