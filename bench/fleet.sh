@@ -66,9 +66,17 @@ same embedded.fdata
 # elapsed_compute, spills, rows), summarised per operator.
 "$FLEET" query "EXPLAIN ANALYZE $("$FLEET" merge --print-sql)" shards --format csv > explain.csv
 echo "  operators (EXPLAIN ANALYZE, see $OUT/explain.csv):"
-tr ',' '\n' < explain.csv | grep -oE '(DataSourceExec|AggregateExec: mode=[A-Za-z]+|SortExec|SortPreservingMergeExec|RepartitionExec|ProjectionExec).*metrics=\[[^]]*\]' \
-  | sed -E 's/^([A-Za-z]+Exec(: mode=[A-Za-z]+)?).*metrics=\[/    \1: /; s/\]$//' \
-  | sed -E 's/(output_rows=[^ ]+|elapsed_compute=[^ ]+|spill_count=[^ ]+|spilled_bytes=[^ ]+|peak_mem_used=[^ ]+)|[a-z_]+=[^ ]+/\1/g; s/ +/ /g' || true
+python3 - explain.csv <<'PY'
+import csv, re, sys
+plan = list(csv.reader(open(sys.argv[1])))[1][1]
+keep = re.compile(r"(output_rows|elapsed_compute|spill_count|spilled_bytes)=")
+for line in plan.split("\n"):
+    name = re.match(r"\s*([A-Za-z]+Exec(: mode=\w+)?)", line)
+    metrics = re.search(r"metrics=\[(.*)\]", line)
+    if name and metrics:
+        shown = [m for m in metrics.group(1).split(", ") if keep.match(m)]
+        print("    " + name.group(1) + ": " + " ".join(shown))
+PY
 
 # Ballista: one scheduler and 1 or 2 executors on this host (ports 50150...).
 PIDS=""

@@ -182,7 +182,7 @@ fn literal(s: &str) -> String {
 }
 
 /// The merge plan: `merge-fdata`'s sum of counts and mispredictions per pair of locations, in
-/// the record order pcmap's fdata writer uses (perf2bolt 22's; see [`MERGE_ORDER`]), so that the
+/// the record order pcmap's fdata writer uses (perf2bolt 22's; see `merge_order`), so that the
 /// engine sorts (spilling when it must) and the client only formats rows as they arrive.
 pub fn merge_sql(filter: &Filter) -> String {
     let keys = [
@@ -225,16 +225,13 @@ pub fn merge_sql(filter: &Filter) -> String {
     )
 }
 
-/// How [`merge_sql`] orders records, in words: branch records first, then samples, then memory
+/// The `ORDER BY` list of [`merge_sql`]: branch records first, then samples, then memory
 /// records. Branches are grouped by function — the source's name, or the target's for an entry
 /// from outside the binary (a DSO location) — with groups in byte order of the names as fdata
 /// writes them (escaped), and a function's own branches before the entries from outside; inside
 /// a group, and for samples and memory records, by source then target location, a location
 /// ordering DSO names before symbols, then by escaped name, offset (unsigned) and kind. This is
 /// [`pcmap_profile::fdata::sort_branches_like_perf2bolt`]'s order, which a test checks.
-pub const MERGE_ORDER: &str = "perf2bolt's record order";
-
-/// The `ORDER BY` list of [`merge_sql`] (see [`MERGE_ORDER`]).
 fn merge_order() -> String {
     // fdata escapes: a blank or a backslash is preceded by a backslash (`chr(92)`: no SQL string
     // literal has to spell one).
@@ -308,7 +305,7 @@ impl MergeHeader {
 }
 
 /// A merge under way: its header, and its records as the engine produces them, in
-/// [`MERGE_ORDER`]. Reading it holds one batch at a time; the engine bounds the rest.
+/// [`merge_sql`]'s order. Reading it holds one batch at a time; the engine bounds the rest.
 pub struct MergeStream {
     /// The merged profile's header.
     pub header: MergeHeader,
@@ -370,7 +367,7 @@ pub async fn merge_stream(
 /// pre-aggregated text, which go back onto the binary's functions).
 #[derive(Debug)]
 pub struct Merged {
-    /// The merged profile, in [`MERGE_ORDER`].
+    /// The merged profile, in [`merge_sql`]'s order.
     pub profile: fdata::Profile<'static>,
     /// The shards read.
     pub shards: Vec<ShardMeta>,

@@ -1265,10 +1265,28 @@ mod tests {
     /// The one-pass read for order-free sinks counts what the sequential read sends, also when
     /// a process's mapping is recorded only after some of its samples (then the file is read
     /// again with the mappings of the whole file).
+    /// The branch stack of sample `k` of the parallel-read tests: addresses vary with `k`, so
+    /// that a change of order or a lost sample shows in the counts.
+    fn two_branches(base: u64, k: u64) -> Vec<crate::perfdata::BranchEntry> {
+        use crate::perfdata::BranchEntry;
+        vec![
+            BranchEntry {
+                from: base + 0x1200 + k % 97,
+                to: base + 0x1300,
+                flags: k & 1,
+            },
+            BranchEntry {
+                from: base + 0x1180,
+                to: base + 0x1100 + k % 13,
+                flags: 0,
+            },
+        ]
+    }
+
     #[test]
     fn streamed_perf_data_read_counts_like_the_sequential_one() {
+        use crate::perfdata::PerfFile;
         use crate::perfdata::writer::{Options, SampleSpec, Writer};
-        use crate::perfdata::{BranchEntry, PerfFile};
         use std::sync::Mutex;
         let base = 0x5555_0000_0000u64;
         for late in [false, true] {
@@ -1292,18 +1310,7 @@ mod tests {
                     tid: pid,
                     time: 10_000_000 + k,
                     period: 1,
-                    branches: vec![
-                        BranchEntry {
-                            from: base + 0x1200 + k % 97,
-                            to: base + 0x1300,
-                            flags: k & 1,
-                        },
-                        BranchEntry {
-                            from: base + 0x1180,
-                            to: base + 0x1100 + k % 13,
-                            flags: 0,
-                        },
-                    ],
+                    branches: two_branches(base, k),
                     hw_idx: 0,
                 });
             }
@@ -1336,8 +1343,8 @@ mod tests {
 
     #[test]
     fn parallel_perf_data_read_equals_the_sequential_one() {
+        use crate::perfdata::PerfFile;
         use crate::perfdata::writer::{Options, SampleSpec, Writer};
-        use crate::perfdata::{BranchEntry, PerfFile};
         use std::sync::Mutex;
         let base = 0x5555_0000_0000u64;
         let mut w = Writer::new(Options::default());
@@ -1352,18 +1359,7 @@ mod tests {
                 tid: 1,
                 time: 10_000_000 + k,
                 period: 1,
-                branches: vec![
-                    BranchEntry {
-                        from: base + 0x1200 + k % 97,
-                        to: base + 0x1300,
-                        flags: k & 1,
-                    },
-                    BranchEntry {
-                        from: base + 0x1180,
-                        to: base + 0x1100 + k % 13,
-                        flags: 0,
-                    },
-                ],
+                branches: two_branches(base, k),
                 hw_idx: 0,
             });
         }
