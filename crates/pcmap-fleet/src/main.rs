@@ -101,8 +101,9 @@ struct Perf2boltArgs {
 
 #[derive(clap::Args, Debug)]
 struct ConvertArgs {
-    /// Profile: BOLT fdata (perf2bolt's or merge-fdata's output), or with --pa pre-aggregated
-    /// text (needs --binary). YAML is refused (it does not keep every record perf2bolt wrote).
+    /// Profile: BOLT fdata (perf2bolt's or merge-fdata's output), BOLT YAML (needs --binary: its
+    /// blocks are read back onto the binary's CFGs), or with --pa pre-aggregated text (needs
+    /// --binary).
     input: PathBuf,
     /// The binary the profile is of: fills the build-id, binary name and address columns.
     #[arg(long)]
@@ -414,8 +415,8 @@ fn perf2bolt(a: Perf2boltArgs) -> Result<()> {
     )
 }
 
-/// Read `profile_path` as `pcmap perf2bolt` reads it (perf.data and fdata by content,
-/// pre-aggregated text when `pre_aggregated`; YAML is refused), aggregate it against the binary like perf2bolt
+/// Read `profile_path` as `pcmap perf2bolt` reads it (perf.data, fdata and YAML by content,
+/// pre-aggregated text when `pre_aggregated`), aggregate it against the binary like perf2bolt
 /// (BAT-translated on a BOLTed binary) and write the records as a shard.
 fn aggregate_to_shard(
     binary_path: &Path,
@@ -425,6 +426,19 @@ fn aggregate_to_shard(
     origin_args: &OriginArgs,
     output: &Path,
 ) -> Result<()> {
+    {
+        // YAML keeps block counts, not traces: its records are read back directly.
+        let profile = open_binary(profile_path)?;
+        if inputs::detect_profile(profile.bytes()) == Some(inputs::ProfileKind::Yaml) {
+            return yaml_to_shard(
+                binary_path,
+                profile_path,
+                profile.bytes(),
+                origin_args,
+                output,
+            );
+        }
+    }
     let file = open_binary(binary_path)?;
     let binary = Binary::parse(file.bytes())
         .with_context(|| format!("reading {}", binary_path.display()))?;
@@ -434,7 +448,6 @@ fn aggregate_to_shard(
     let bolted = bat.is_some();
     let kind_of = |path: &Path, data: &[u8]| -> Result<inputs::ProfileKind> {
         match inputs::detect_profile(data) {
-            Some(inputs::ProfileKind::Yaml) => bail!("{}", yaml_refusal(path)),
             Some(kind) => Ok(kind),
             None if pre_aggregated => Ok(inputs::ProfileKind::PreAggregated),
             None => bail!(
@@ -481,7 +494,14 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let input = open_binary(&a.input)?;
     let kind = inputs::detect_profile(input.bytes());
     if kind == Some(inputs::ProfileKind::Yaml) {
-        bail!("{}", yaml_refusal(&a.input));
+        let Some(binary) = &a.binary else {
+            bail!(
+                "{}: converting a YAML profile needs --binary (its blocks are numbered in the \
+                 binary's CFGs)",
+                a.input.display()
+            );
+        };
+        return yaml_to_shard(binary, &a.input, input.bytes(), &a.origin, &a.output);
     }
     if kind != Some(inputs::ProfileKind::Fdata) {
         // Pre-aggregated records need the binary's functions: aggregate them as perf2bolt does.
@@ -536,20 +556,59 @@ fn convert(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
-/// Why a YAML profile is not made into a shard. Read back onto BOLT's CFGs (as `pcmap
-/// perf2bolt` and Propeller read it), a YAML profile gives its block and edge counts, not every
-/// record perf2bolt aggregated: calls into code outside the binary (`fid: 0`) and the
-/// fall-throughs after calls are lost (measured: 22 of 899 lines of perf2bolt 22's YAML of the C++
-/// exception fixture come back different), so the shard would not merge to the profile it came
-/// from.
-fn yaml_refusal(path: &Path) -> String {
-    format!(
-        "{}: YAML profiles are not converted to shards: they keep block counts, not every record \
-         perf2bolt aggregated (calls into code outside the binary and fall-throughs after calls \
-         would be lost); convert the fdata of the same profile (perf2bolt -o), or its perf.data or \
-         pre-aggregated input",
-        path.display()
-    )
+/// A YAML profile of `binary_path` as a shard: its blocks, edges and call sites read back onto
+/// BOLT's CFGs of the binary (the one reader, `pcmap_perf2bolt::reread::from_yaml`, with
+/// llvm-bolt's staleness check), written as the fdata records they stand for. A YAML profile
+/// keeps block counts, not each trace, so a merge of such shards gives the YAML back, and fdata
+/// with the records those counts imply.
+fn yaml_to_shard(
+    binary_path: &Path,
+    yaml_path: &Path,
+    text: &[u8],
+    origin_args: &OriginArgs,
+    output: &Path,
+) -> Result<()> {
+    let profile = pcmap_profile::yaml::parse(text)
+        .with_context(|| format!("reading {}", yaml_path.display()))?;
+    let file = open_binary(binary_path)?;
+    let binary = Binary::parse(file.bytes())
+        .with_context(|| format!("reading {}", binary_path.display()))?;
+    if inputs::bat_table(&binary, binary_path)?.is_some() {
+        bail!(
+            "{}: YAML profiles of a BOLT-optimized binary ({}) are not converted: they name the \
+             input binary's blocks; convert the fdata of the same profile",
+            yaml_path.display(),
+            binary_path.display()
+        );
+    }
+    let image = BoltFunctions::discover(&binary)
+        .with_context(|| format!("reading {}", binary_path.display()))?;
+    let agg = Aggregator::new(&image).with_hashing();
+    let (branches, stats) = pcmap_perf2bolt::reread::from_yaml(&agg, &profile);
+    if stats.unknown_functions + stats.stale_functions > 0 {
+        eprintln!(
+            "pcmap-fleet: warning: {}: {} functions are not in {}, {} are stale (block count or \
+             hash differs); left out",
+            yaml_path.display(),
+            stats.unknown_functions,
+            binary_path.display(),
+            stats.stale_functions
+        );
+    }
+    let mut text = Vec::new();
+    pcmap_perf2bolt::fdata::write_branches(&mut text, &image, &branches, false)?;
+    let records = fdata::parse(&text).context("reading back the converted profile")?;
+    let events = profile
+        .header
+        .events
+        .split(',')
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .collect();
+    let origin = origin(origin_args, Some((&binary, binary_path)), events)?;
+    let rows = write_shard(output, &records, &origin, &resolver(&image, false))?;
+    println!("pcmap-fleet: wrote {rows} records to {}", output.display());
+    Ok(())
 }
 
 /// Shard paths: files as given, directories searched recursively for `*.parquet` (sorted).

@@ -264,7 +264,7 @@ fn check_merge(f: &Fixture, tag: &str) {
 
 /// The merge as pre-aggregated records, converted by perf2bolt 22 (`--pa`), gives merge-fdata
 /// 22's fdata; a pre-aggregated profile converted to a shard merges to perf2bolt 22's fdata of it;
-/// a YAML profile is not converted.
+/// perf2bolt 22's YAML converted to a shard merges back to that YAML.
 fn check_preagg_and_conversions(f: &Fixture, tag: &str) {
     let pa = f.dir.join("merged.pa");
     tk::run_ok(fleet().arg("merge").arg(&f.shard_dir).args([
@@ -283,24 +283,74 @@ fn check_preagg_and_conversions(f: &Fixture, tag: &str) {
         f.dir.display()
     );
 
-    // A YAML profile is refused with the file named and the reason, and no shard is written.
-    let yaml_shard = f.dir.join("from-yaml.parquet");
-    let r = tk::run(
+    // perf2bolt 22's YAML of a profile a program could produce, converted to a shard (by
+    // `convert` and by `perf2bolt -p`), merges back to that YAML byte for byte. (The fixture's
+    // profiles also hold branches no program makes — a call landing in the middle of another
+    // function — whose YAML call counts exceed the callee's `exec`; no set of records gives
+    // such a YAML back.)
+    let realistic = f.dir.join("realistic.pa");
+    std::fs::write(
+        &realistic,
+        support::generate_realistic(&support::disassemble(&f.bin), 4000, 86),
+    )
+    .unwrap();
+    let yaml_in = f.dir.join("realistic.yaml");
+    support::perf2bolt(&f.bin, &realistic, &yaml_in, &["--profile-format=yaml"]);
+    let yaml_text = std::fs::read_to_string(&yaml_in).unwrap();
+    assert!(
+        yaml_text.matches("cnt:").count() > 100,
+        "{tag}: perf2bolt 22 wrote too little YAML ({})",
+        yaml_in.display()
+    );
+    let converted = f.dir.join("from-yaml.parquet");
+    tk::run_ok(
         fleet()
             .arg("convert")
-            .arg(f.dir.join("concat.yaml"))
+            .arg(&yaml_in)
             .arg("--binary")
             .arg(&f.bin)
             .arg("-o")
-            .arg(&yaml_shard),
+            .arg(&converted),
     );
+    let aggregated = f.dir.join("from-yaml-p2b.parquet");
+    tk::run_ok(
+        fleet()
+            .arg("perf2bolt")
+            .arg(&f.bin)
+            .arg("-p")
+            .arg(&yaml_in)
+            .arg("-o")
+            .arg(&aggregated),
+    );
+    for shard in [&converted, &aggregated] {
+        let yaml = merge(
+            &[
+                shard.as_os_str(),
+                "--format".as_ref(),
+                "yaml".as_ref(),
+                "--binary".as_ref(),
+                f.bin.as_os_str(),
+            ],
+            &shard.with_extension("yaml"),
+        );
+        assert_eq!(
+            yaml,
+            yaml_text,
+            "{tag}: perf2bolt 22's YAML -> {} -> YAML ({})",
+            shard.display(),
+            f.dir.display()
+        );
+    }
+    // Without the binary the blocks mean nothing: refused, the file named, no shard.
+    let refused = f.dir.join("from-yaml-nobinary.parquet");
+    let r = tk::run(fleet().arg("convert").arg(&yaml_in).arg("-o").arg(&refused));
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(
         r.status.code() == Some(1)
-            && stderr.contains("concat.yaml")
-            && stderr.contains("fall-throughs after calls")
-            && !yaml_shard.exists(),
-        "{tag}: YAML conversion must be refused: {} {stderr}",
+            && stderr.contains("realistic.yaml")
+            && stderr.contains("needs --binary")
+            && !refused.exists(),
+        "{tag}: YAML conversion without --binary must be refused: {} {stderr}",
         r.status
     );
 

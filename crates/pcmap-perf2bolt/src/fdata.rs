@@ -27,9 +27,7 @@ pub fn write_branches(
     profile: &BranchProfile,
     bolted: bool,
 ) -> io::Result<u64> {
-    if bolted {
-        w.write_all(b"boltedcollection\n")?;
-    }
+    pcmap_profile::fdata::write_header::<_, &str>(w, bolted, None)?;
     let name = |f: u32| image.functions()[f as usize].profile_name(bolted);
     let format = |buf: &mut Vec<u8>, slice: &[(RecordKey, TraceCounts)]| {
         // Records come grouped by function: escape each name once per run.
@@ -82,14 +80,8 @@ pub fn write_samples(
     events: &[String],
     bolted: bool,
 ) -> io::Result<u64> {
-    if bolted {
-        w.write_all(b"boltedcollection\n")?;
-    }
-    w.write_all(b"no_lbr")?;
-    for e in crate::stringmap::string_set_order(events) {
-        write!(w, " {e}")?;
-    }
-    w.write_all(b"\n")?;
+    let events = crate::stringmap::string_set_order(events);
+    pcmap_profile::fdata::write_header(w, bolted, Some(&events[..]))?;
     let mut recs: Vec<_> = profile.samples.iter().collect();
     recs.sort_unstable_by(|a, b| {
         let na = image.functions()[a.0.0 as usize]

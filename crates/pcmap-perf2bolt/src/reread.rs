@@ -11,7 +11,8 @@
 //! * [`replay`] pushes the branch events that give those records into a [`Sink`]: a record
 //!   from an instruction to the next one (not a jump) is a fall-through, the straight-line run
 //!   from that instruction through the block it enters (`F` to that block's last instruction;
-//!   after a call, perf2bolt's call continuation, the run starts where the return landed);
+//!   after a call, perf2bolt's call continuation, the run starts where the return landed, after
+//!   a return from outside the binary, `r`);
 //!   any other record is a taken branch (`B`) and, when it lands at the start of a block, the
 //!   run through that block (`F` from its first to its last instruction). A trace of the program
 //!   (`T branch target ft_end`) gives the same branches and the same runs through blocks, split
@@ -268,33 +269,44 @@ pub fn from_yaml(
             }
             for c in &yb.calls {
                 stats.records += 1;
-                let Some(&callee) = by_id.get(&c.dest_id) else {
-                    continue;
-                };
                 if c.entry_discriminator != 0 || c.count == 0 {
                     continue;
                 }
+                // `fid: 0` (no function of the binary has it): a call into code outside the
+                // binary's functions, perf2bolt's record to `[unknown]`.
+                let callee = by_id.get(&c.dest_id).copied();
                 let key = RecordKey {
                     func: f,
                     external_entry: false,
                     from: u64::from(b.offset) + u64::from(c.offset),
-                    to: Loc::Func(callee, 0),
+                    to: callee.map_or(Loc::Unknown, |t| Loc::Func(t, 0)),
                 };
                 bump(&mut records, key, c.count, c.mispreds);
-                let e = entries.entry(callee).or_default();
-                e.1 = e.1.saturating_add(c.count);
+                if let Some(callee) = callee {
+                    let e = entries.entry(callee).or_default();
+                    e.1 = e.1.saturating_add(c.count);
+                }
             }
         }
     }
+    // A function the profile lists without any count (a PLT entry whose only record went to
+    // the PLT header, say) stays listed: an entry record with no count.
+    let mut touched: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+    for k in records.keys() {
+        touched.insert(k.func);
+        if let Loc::Func(t, _) = k.to {
+            touched.insert(t);
+        }
+    }
     for (f, (exec, called)) in entries {
-        if exec > called {
+        if exec > called || !touched.contains(&f) {
             let key = RecordKey {
                 func: f,
                 external_entry: true,
                 from: 0,
                 to: Loc::Func(f, 0),
             };
-            bump(&mut records, key, exec - called, 0);
+            bump(&mut records, key, exec.saturating_sub(called), 0);
         }
     }
     (finish(agg, records), stats)
@@ -319,8 +331,9 @@ pub fn replay(agg: &Aggregator<'_, '_>, profile: &BranchProfile, sink: &mut impl
         // The run starts inside that instruction (its last byte: a run that starts at a block's
         // first byte enters the block, and this one was entered before). After a call, the
         // record is perf2bolt's call continuation: the return landed on the next instruction,
-        // and the run starts there, as in the trace it came from.
-        let fall_through: Option<u64> = match k.to {
+        // and the run starts there, after a return from outside the binary (`r`), which is
+        // what makes the aggregator count the edge from the call's block.
+        let fall_through: Option<(u64, bool)> = match k.to {
             Loc::Func(t, off) if t == k.func && !k.external_entry => agg
                 .cfg(t as usize)
                 .insn_at(k.from)
@@ -330,9 +343,9 @@ pub fn replay(agg: &Aggregator<'_, '_>, profile: &BranchProfile, sink: &mut impl
                 })
                 .map(|i| {
                     if i.flow == Flow::Call {
-                        off
+                        (off, true)
                     } else {
-                        k.from + u64::from(i.len.max(1)) - 1
+                        (k.from + u64::from(i.len.max(1)) - 1, false)
                     }
                 }),
             _ => None,
@@ -349,11 +362,15 @@ pub fn replay(agg: &Aggregator<'_, '_>, profile: &BranchProfile, sink: &mut impl
                 (events::Loc::inside(start), end)
             }
         };
-        if let Some(start) = fall_through {
+        if let Some((start, after_call)) = fall_through {
             let base = funcs[k.func as usize].address;
             sink.event(&Event::Trace(events::Trace {
                 pid: None,
-                kind: TraceKind::FallThrough,
+                kind: if after_call {
+                    TraceKind::ExternalReturn
+                } else {
+                    TraceKind::FallThrough
+                },
                 branch: outside,
                 from: events::Loc::inside(base.wrapping_add(start)),
                 to: run_end.map_or(to, events::Loc::inside),

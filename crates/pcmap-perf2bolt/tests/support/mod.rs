@@ -103,6 +103,24 @@ fn ft_end(f: &Func, addr: u64) -> u64 {
 
 /// Generate `n` pre-aggregated records (plus `E` lines) for `funcs` with seed `seed`.
 pub fn generate(funcs: &[Func], n: usize, seed: u64, with_samples: bool) -> String {
+    generate_records(funcs, n, seed, with_samples, false)
+}
+
+/// Like [`generate`], but only records a program could produce: taken branches leave branch
+/// instructions for their own targets, returns land after calls, code outside the binary enters
+/// functions at their entries (no branch from any instruction to any other, none from outside
+/// into the middle of a function, none from the middle of an instruction).
+pub fn generate_realistic(funcs: &[Func], n: usize, seed: u64) -> String {
+    generate_records(funcs, n, seed, false, true)
+}
+
+fn generate_records(
+    funcs: &[Func],
+    n: usize,
+    seed: u64,
+    with_samples: bool,
+    realistic: bool,
+) -> String {
     let mut r = Rng(seed);
     let mut out = String::from("E cycles\n");
     let mut lines: Vec<String> = Vec::new();
@@ -123,7 +141,11 @@ pub fn generate(funcs: &[Func], n: usize, seed: u64, with_samples: bool) -> Stri
         let same = |r: &mut Rng| f.insns[r.below(f.insns.len())].addr;
         let next_addr = f.insns.get(ii + 1).map_or(i.addr + 1, |x| x.addr);
         let cnt = 1 + r.below(50);
-        let line = match r.below(16) {
+        let kind = r.below(16);
+        if realistic && matches!(kind, 8..=11 | 14 | 15) {
+            continue;
+        }
+        let line = match kind {
             0..=2 => {
                 // Taken branch at a real branch/call with a (mostly valid) fall-through.
                 let Some(t) = i.target else { continue };
