@@ -1090,3 +1090,63 @@ fn zstd_jump_tables_with_hoisted_bases_match_perf2bolt() {
         );
     }
 }
+
+/// `--profile-format parquet` runs `pcmap-fleet perf2bolt` (here a stand-in script named by
+/// `PCMAP_FLEET` that records its arguments; the real one is tested against perf2bolt 22 in
+/// pcmap-fleet's tests) with the binary, the profile, the output and the input flags; its
+/// failure is pcmap's, and a missing `PCMAP_FLEET` is named.
+#[test]
+fn parquet_output_runs_pcmap_fleet() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tk::scratch_dir("cli-perf2bolt-parquet");
+    let args_file = dir.join("args");
+    let script = dir.join("fake-fleet");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nexit ${{FAKE_STATUS:-0}}\n",
+            args_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |status: &str, fleet: &Path| {
+        tk::run(
+            Command::new(PCMAP)
+                .args([
+                    "perf2bolt",
+                    "prog",
+                    "-p",
+                    "prog.pa",
+                    "--pa",
+                    "--ignore-build-id",
+                ])
+                .args(["--profile-format", "parquet", "-o", "shard.parquet"])
+                .env("PCMAP_FLEET", fleet)
+                .env("FAKE_STATUS", status),
+        )
+    };
+    let out = run("0", &script);
+    assert!(
+        out.status.success(),
+        "pcmap perf2bolt --profile-format parquet: {} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&args_file).unwrap(),
+        "perf2bolt\nprog\n-p\nprog.pa\n-o\nshard.parquet\n--pa\n--ignore-build-id\n"
+    );
+    let out = run("3", &script);
+    assert_eq!(out.status.code(), Some(1), "a failing pcmap-fleet");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fake-fleet perf2bolt failed"));
+    let out = run("0", &dir.join("missing"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && stderr.contains("PCMAP_FLEET=")
+            && stderr.contains("missing"),
+        "missing PCMAP_FLEET: {} {stderr}",
+        out.status
+    );
+}

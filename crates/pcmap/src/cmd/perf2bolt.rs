@@ -22,6 +22,9 @@ pub enum ProfileFormat {
     /// perf2bolt's pre-aggregated text (`T`/`B`/`F`/`f`/`r`/`R`/`S`/`E` records): the profile
     /// before it is aggregated against the binary, to store, merge or convert again with `--pa`.
     Preagg,
+    /// A fleet profile shard (Parquet, docs/fleet-shards.md), written by `pcmap-fleet
+    /// perf2bolt`: pcmap runs that binary (next to pcmap, on PATH, or $PCMAP_FLEET).
+    Parquet,
 }
 
 /// Convert a perf profile into a BOLT profile (drop-in for perf2bolt 22).
@@ -198,7 +201,80 @@ fn write_outputs(
     Ok(n)
 }
 
+/// `--profile-format parquet`: the shard writer lives in `pcmap-fleet`, a separate binary
+/// (Parquet, Arrow and DataFusion are kept out of pcmap's build), so pcmap hands the job to
+/// `pcmap-fleet perf2bolt`, as git and cargo run their external subcommands.
+fn write_shard(args: &Args) -> Result<()> {
+    let [profile] = &args.profiles[..] else {
+        anyhow::bail!(
+            "--profile-format parquet writes the shard of one profile (-p); merge shards with \
+             `pcmap-fleet merge`"
+        );
+    };
+    if args.yaml.is_some() || args.pid.is_some() || args.max_samples.is_some() {
+        anyhow::bail!("--profile-format parquet does not take -w, --pid or --max-samples");
+    }
+    let fleet = fleet_binary()?;
+    let mut cmd = std::process::Command::new(&fleet);
+    cmd.arg("perf2bolt")
+        .arg(&args.binary)
+        .arg("-p")
+        .arg(profile)
+        .arg("-o")
+        .arg(&args.output);
+    for (on, flag) in [
+        (args.pre_aggregated, "--pa"),
+        (args.basic_events, "--ba"),
+        (args.ignore_build_id, "--ignore-build-id"),
+    ] {
+        if on {
+            cmd.arg(flag);
+        }
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("running {}", fleet.display()))?;
+    if !status.success() {
+        // pcmap-fleet has said why on standard error.
+        anyhow::bail!("{} perf2bolt failed ({status})", fleet.display());
+    }
+    Ok(())
+}
+
+/// `pcmap-fleet`: $PCMAP_FLEET, else next to this executable, else on PATH.
+fn fleet_binary() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("PCMAP_FLEET") {
+        let p = PathBuf::from(p);
+        anyhow::ensure!(
+            p.is_file(),
+            "PCMAP_FLEET={}: no such file (it should name the pcmap-fleet binary)",
+            p.display()
+        );
+        return Ok(p);
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("pcmap-fleet")));
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| d.join("pcmap-fleet"));
+    beside
+        .into_iter()
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .context(
+            "--profile-format parquet needs pcmap-fleet, the fleet binary (left out of pcmap's \
+             build for its size): build it with `cargo build --release -p pcmap-fleet` and put \
+             it next to pcmap or on PATH, or set PCMAP_FLEET to it",
+        )
+}
+
 pub fn run(args: Args) -> Result<()> {
+    if args.profile_format == ProfileFormat::Parquet {
+        return write_shard(&args);
+    }
     if args.spe {
         anyhow::bail!("-spe is available only on AArch64.");
     }
