@@ -78,23 +78,32 @@ pub(crate) fn show(s: &[u8]) -> String {
 /// Write `items` as text: `format` appends the text of a slice of at most `slice` items to a
 /// buffer. Slices are formatted in parallel and written in order, so the output is what one
 /// sequential pass would write (the fdata and YAML writers of large profiles spend most of their
-/// time formatting numbers).
+/// time formatting numbers). A few slices per thread are formatted at a time, into buffers
+/// reused from one round to the next: the text is never held whole.
 pub fn write_in_parallel<T: Sync>(
     w: &mut (impl Write + ?Sized),
     items: &[T],
     slice: usize,
     format: impl Fn(&mut Vec<u8>, &[T]) + Sync,
 ) -> io::Result<()> {
-    let parts: Vec<Vec<u8>> = items
-        .par_chunks(slice.max(1))
-        .map(|part| {
-            let mut buf = Vec::new();
-            format(&mut buf, part);
-            buf
-        })
-        .collect();
-    for part in parts {
-        w.write_all(&part)?;
+    let slice = slice.max(1);
+    let round = slice * rayon::current_num_threads().max(1) * 8;
+    let mut bufs: Vec<Vec<u8>> = Vec::new();
+    for part in items.chunks(round) {
+        let n = part.len().div_ceil(slice);
+        if bufs.len() < n {
+            bufs.resize_with(n, Vec::new);
+        }
+        bufs[..n]
+            .par_iter_mut()
+            .zip(part.par_chunks(slice))
+            .for_each(|(buf, items)| {
+                buf.clear();
+                format(buf, items);
+            });
+        for buf in &bufs[..n] {
+            w.write_all(buf)?;
+        }
     }
     Ok(())
 }
