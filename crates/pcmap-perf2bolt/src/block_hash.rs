@@ -779,7 +779,10 @@ fn block_strings(
             // several names (and as many mnemonics); nearly all have one. BOLT's branch forms
             // have one.
             let (num_parts, mnem_parts) = match found {
-                Some((e, (names, mnems))) => (if names_of == e.2 { names } else { 1 }, mnems),
+                Some((e, (names, mnems))) => {
+                    let table_names = std::ptr::eq(names_of, e.2);
+                    (if table_names { names } else { 1 }, mnems)
+                }
                 None => (1, 0),
             };
             stats.insns += 1;

@@ -122,15 +122,6 @@ impl<'p> Index<'p> {
         &self.profile.records[ri as usize]
     }
 
-    /// The records of `func` whose source offset lies in `[start, end)`.
-    fn records_from(&self, func: usize, start: u64, end: u64) -> &[u32] {
-        let recs = self.records_of(func);
-        let from = |ri: &u32| self.record(*ri).0.from;
-        let lo = recs.partition_point(|ri| from(ri) < start);
-        let hi = lo + recs[lo..].partition_point(|ri| from(ri) < end);
-        &recs[lo..hi]
-    }
-
     /// The entry counts of `func`, by offset.
     fn entries_of(&self, func: usize) -> &[((u32, u64), u64)] {
         let f = func as u32;
@@ -497,11 +488,24 @@ fn cfg_function(
         mispreds,
         ..Default::default()
     };
+    // The function's records by source offset; blocks come in offset order, so each block's
+    // run follows the previous one's.
+    let mut rest = index.records_of(fi);
     for (bi, b) in cfg.blocks.iter().enumerate() {
         succ_start.push(succs.len());
         call_start.push(calls.len());
         // Every record that counts for the block has its source in the block.
-        let recs = index.records_from(fi, u64::from(b.offset), u64::from(b.end));
+        let from = |ri: &u32| index.record(*ri).0.from;
+        let skip = rest
+            .iter()
+            .take_while(|ri| from(ri) < u64::from(b.offset))
+            .count();
+        rest = &rest[skip..];
+        let len = rest
+            .iter()
+            .take_while(|ri| from(ri) < u64::from(b.end))
+            .count();
+        let recs = &rest[..len];
         // Edge counts come from the block's branch instructions (the last one, or the
         // conditional branch of a `jcc; jmp` pair) and fall-through records.
         let last = cfg.last_insn(bi).map(|i| u64::from(i.offset));
