@@ -41,9 +41,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use iced_x86::{Code, ConstantOffsets, FlowControl, Instruction, OpKind, Register};
+use iced_x86::{Code, ConstantOffsets, Instruction, OpKind, Register};
 use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
 use pcmap_binary::{RelocationKind, Symbol, SymbolKind};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
 use crate::cfg::{Cfg, Flow, IndirectJump};
@@ -129,14 +130,13 @@ impl Hashes {
     /// The hashes of `func`, whose CFG `cfg` must still hold its decoded instructions (or the
     /// function is decoded again); `dfs`: also the function hash in depth-first order.
     pub fn compute(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg, dfs: bool) -> Self {
-        let (names, block, stats) = hash_pass(ctx, func, cfg);
-        Hashes {
+        hash_pass(ctx, func, cfg, |names, block, stats| Hashes {
             function: names.hash(None),
             function_dfs: dfs.then(|| names.hash(Some(&cfg.dfs_order()))),
-            blocks: packed_block_hashes(func, cfg, &block),
+            blocks: packed_block_hashes(func, cfg, block),
             stats,
             llvm_bolt_view: ctx.llvm_bolt_view,
-        }
+        })
     }
 
     /// The function hash in depth-first order when `dfs`, else in input order (`None` when
@@ -185,9 +185,15 @@ pub struct Context<'i, 'd> {
 pub(crate) struct Tables {
     /// Data symbols: (address, size), sorted by address (largest size kept per address).
     data: Vec<(u64, u64)>,
+    /// The starts of `data` (a symbol starting at an address is the one found for it).
+    data_starts: FxHashSet<u64>,
+    /// The functions' start addresses ([`BoltFunctions::function_at`] without a search).
+    function_starts: FxHashSet<u64>,
     /// Relocations in code by the address of the relocated bytes, sorted (one per address,
     /// the last in the tables): a function looks up its own run ([`Tables::relocs_in`]).
     relocs: Vec<(u64, Reloc)>,
+    /// Each function's run of `relocs` by its address range.
+    reloc_runs: FxHashMap<(u64, u64), (u32, u32)>,
 }
 
 /// A relocation against code bytes (binaries linked with `--emit-relocs`).
@@ -273,21 +279,37 @@ impl Tables {
             *kept = *later;
             true
         });
-        Self { data, relocs }
+        // Each function's run of relocations, functions in address order (a cursor).
+        let mut ranges: Vec<(u64, u64)> = image
+            .functions()
+            .iter()
+            .map(|f| (f.address, f.address.saturating_add(f.size)))
+            .collect();
+        ranges.sort_unstable();
+        let mut reloc_runs = FxHashMap::default();
+        let mut lo = 0;
+        for (start, end) in ranges {
+            lo += relocs[lo..].iter().take_while(|r| r.0 < start).count();
+            let len = relocs[lo..].iter().take_while(|r| r.0 < end).count();
+            if len > 0 {
+                reloc_runs.insert((start, end), (lo as u32, (lo + len) as u32));
+            }
+        }
+        Self {
+            data_starts: data.iter().map(|d| d.0).collect(),
+            function_starts: image.functions().iter().map(|f| f.address).collect(),
+            data,
+            relocs,
+            reloc_runs,
+        }
     }
 
     /// The relocations of bytes in `func`.
     fn relocs_in(&self, func: &Function) -> &[(u64, Reloc)] {
         let end = func.address.saturating_add(func.size);
-        let lo = self.relocs.partition_point(|r| r.0 < func.address);
-        // A function has few: gallop to its end.
-        let rest = &self.relocs[lo..];
-        let mut step = 16;
-        while step < rest.len() && rest[step].0 < end {
-            step *= 2;
-        }
-        let window = &rest[..step.min(rest.len())];
-        &window[..window.partition_point(|r| r.0 < end)]
+        self.reloc_runs
+            .get(&(func.address, end))
+            .map_or(&[], |&(lo, hi)| &self.relocs[lo as usize..hi as usize])
     }
 }
 
@@ -304,9 +326,17 @@ impl<'i, 'd> Context<'i, 'd> {
         self
     }
 
+    /// Whether a function starts at `addr`.
+    fn is_function_start(&self, addr: u64) -> bool {
+        self.tables.function_starts.contains(&addr)
+    }
+
     /// The data symbol BOLT would find for `addr` (`getBinaryDataContainingAddress`: only the
     /// last symbol at or below the address is looked at).
     fn data_containing(&self, addr: u64) -> Option<u64> {
+        if self.tables.data_starts.contains(&addr) {
+            return Some(addr);
+        }
         let data = &self.tables.data;
         let i = data.partition_point(|d| d.0 <= addr).checked_sub(1)?;
         let (a, size) = data[i];
@@ -325,7 +355,7 @@ impl<'i, 'd> Context<'i, 'd> {
         // address (BOLT's BinaryData; a function's symbol hashes as nothing), else the address.
         match self.data_containing(addr) {
             Some(a) => {
-                if self.image.function_at(a).is_none() {
+                if !self.is_function_start(a) {
                     hash_integer(a, out);
                 }
                 if a != addr {
@@ -351,7 +381,7 @@ impl<'i, 'd> Context<'i, 'd> {
             return;
         }
         let in_func = sym >= func.address && sym - func.address < func.size;
-        if !in_func && self.image.function_at(sym).is_none() {
+        if !in_func && !self.is_function_start(sym) {
             hash_integer(sym, out);
         }
         if addr != sym {
@@ -382,7 +412,7 @@ impl<'i, 'd> Context<'i, 'd> {
         if target >= func.address && target - func.address < func.size {
             return;
         }
-        if self.image.function_at(target).is_some() {
+        if self.is_function_start(target) {
             return;
         }
         hash_integer(target, out);
@@ -416,32 +446,72 @@ type Entry = (u16, u8, &'static str, &'static str, &'static [Op]);
 /// The table entry of an iced-x86 code in an operand form ([`form`]), with how many
 /// space-separated parts its names and mnemonics have (an instruction LLVM decodes with its
 /// prefixes as instructions of their own has several; nearly all have one).
-fn lookup_parts(code: u16, form: u8) -> Option<(&'static Entry, (u8, u8))> {
-    struct Index {
-        /// Where each code's entries start in `INSNS` (sorted by code, then form): a code has
-        /// one to a few forms, so a lookup scans a few entries instead of searching 1,700.
-        first: Vec<u16>,
-        /// The parts of each entry's names and mnemonics.
-        parts: Vec<(u8, u8)>,
-    }
-    static INDEX: std::sync::OnceLock<Index> = std::sync::OnceLock::new();
-    let index = INDEX.get_or_init(|| {
-        let max = INSNS.last().map_or(0, |e| usize::from(e.0));
-        let parts = |s: &str| s.split(' ').count().min(255) as u8;
-        Index {
-            first: (0..=max + 1)
-                .map(|c| INSNS.partition_point(|e| usize::from(e.0) < c) as u16)
-                .collect(),
-            parts: INSNS.iter().map(|e| (parts(e.2), parts(e.3))).collect(),
-        }
-    });
+fn lookup_parts(code: u16, form: u8) -> Option<(&'static Entry, (u8, u8), u32)> {
+    let index = table_index();
     let c = usize::from(code);
     let (lo, hi) = match (index.first.get(c), index.first.get(c + 1)) {
         (Some(&lo), Some(&hi)) => (usize::from(lo), usize::from(hi)),
         _ => return None,
     };
     let i = lo + INSNS[lo..hi].iter().position(|e| e.1 == form)?;
-    Some((&INSNS[i], index.parts[i]))
+    Some((&INSNS[i], index.parts[i], index.first_mnemonic[i]))
+}
+
+/// Lookup tables over `INSNS`, made once.
+struct TableIndex {
+    /// Where each code's entries start in `INSNS` (sorted by code, then form): a code has one
+    /// to a few forms, so a lookup scans a few entries instead of searching 1,700.
+    first: Vec<u16>,
+    /// The parts of each entry's names and mnemonics.
+    parts: Vec<(u8, u8)>,
+    /// Every mnemonic (each part of the entries' mnemonics, `JMP`, `jmpl*`), sorted and
+    /// unique: a block's mnemonics are sorted as their ranks here (numbers, not strings).
+    mnemonics: Vec<&'static str>,
+    /// The rank of each entry's first mnemonic.
+    first_mnemonic: Vec<u32>,
+    /// The ranks of `JMP` and `jmpl*`.
+    jmp: u32,
+    jmpl: u32,
+}
+
+fn table_index() -> &'static TableIndex {
+    static INDEX: std::sync::OnceLock<TableIndex> = std::sync::OnceLock::new();
+    INDEX.get_or_init(|| {
+        let max = INSNS.last().map_or(0, |e| usize::from(e.0));
+        let parts = |s: &str| s.split(' ').count().min(255) as u8;
+        let mut mnemonics: Vec<&'static str> = INSNS
+            .iter()
+            .flat_map(|e| e.3.split(' '))
+            .chain(["JMP", "jmpl*"])
+            .collect();
+        mnemonics.sort_unstable();
+        mnemonics.dedup();
+        let rank = |m: &str| mnemonics.binary_search(&m).map_or(u32::MAX, |r| r as u32);
+        let first_mnemonic = INSNS
+            .iter()
+            .map(|e| rank(e.3.split(' ').next().unwrap_or("")))
+            .collect();
+        let (jmp, jmpl) = (rank("JMP"), rank("jmpl*"));
+        TableIndex {
+            first: (0..=max + 1)
+                .map(|c| INSNS.partition_point(|e| usize::from(e.0) < c) as u16)
+                .collect(),
+            parts: INSNS.iter().map(|e| (parts(e.2), parts(e.3))).collect(),
+            mnemonics,
+            first_mnemonic,
+            jmp,
+            jmpl,
+        }
+    })
+}
+
+impl TableIndex {
+    /// The rank of a mnemonic of the tables.
+    fn rank(&self, mnemonic: &str) -> u32 {
+        self.mnemonics
+            .binary_search(&mnemonic)
+            .map_or(u32::MAX, |r| r as u32)
+    }
 }
 
 /// The operand form of an instruction, which together with its iced-x86 code selects the LLVM
@@ -487,7 +557,12 @@ fn extend(v: u64, ext: Ext) -> u64 {
 fn jump_table_bases(insns: &[Instruction], cfg: &Cfg) -> Vec<u64> {
     let mut out = Vec::new();
     for (k, ins) in insns.iter().enumerate() {
-        if ins.flow_control() != FlowControl::IndirectBranch {
+        // The CFG's classification (iced-x86's flow control, made when decoding).
+        if cfg
+            .insns
+            .get(k)
+            .is_none_or(|i| i.flow != Flow::IndirectJump)
+        {
             continue;
         }
         // Absolute tables count only when the CFG resolved the jump through them (a table of
@@ -718,7 +793,7 @@ fn block_strings(
     cfg: &Cfg,
     stats: &mut Stats,
     operands: bool,
-    mut names: Option<&mut BlockNames>,
+    names: Option<&mut BlockNames>,
     mut block: impl FnMut(&[u8], &[u8]),
 ) {
     if cfg.blocks.is_empty() {
@@ -738,104 +813,157 @@ fn block_strings(
         jump_tables: &jump_tables,
         relocs: ctx.tables.relocs_in(func),
     };
-    let mut mnemonics: Vec<&str> = Vec::new();
-    let mut instr: Vec<u8> = Vec::new();
-    let mut loose: Vec<u8> = Vec::new();
-    for b in &cfg.blocks {
-        instr.clear();
-        mnemonics.clear();
-        for k in b.first_insn..b.end_insn {
-            let insn = &cfg.insns[k as usize];
-            let Some(ins) = decoded.get(k as usize) else {
-                break;
-            };
-            let found = lookup_parts(insn.code as u16, form(insn.has_mem, ins));
-            let entry = found.map(|(e, _)| e);
-            // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
-            // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
-            // out. Other instructions take the table's names.
-            let tail_form = insn.indirect == Some(IndirectJump::TailCall)
-                && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
-            let names_of = match (insn.flow, entry) {
-                (Flow::CondJump, _) => "JCC_1",
-                (Flow::Jump, _) if !insn.tail_call => continue,
-                (Flow::Jump, _) => "JMP_4",
-                (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
-                (Flow::IndirectJump, _) if tail_form => "JMP32r",
-                (_, Some(e)) => e.2,
-                (_, None) => {
-                    stats.insns += 1;
+    let table = table_index();
+    thread_local! {
+        /// Each block's strings and mnemonic ranks, reused from block to block and function
+        /// to function.
+        static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>, Vec<u32>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    }
+    let mut own = (Vec::new(), Vec::new(), Vec::new());
+    SCRATCH.with(|scratch| {
+        let mut borrowed = scratch.try_borrow_mut();
+        let (instr, loose, mnemonics) = match borrowed.as_deref_mut() {
+            Ok(scratch) => scratch,
+            Err(_) => &mut own,
+        };
+        let strings = BlockStrings {
+            ctx,
+            cfg,
+            decoded,
+            offsets,
+            target,
+            table,
+            operands,
+        };
+        strings.each_block(stats, names, instr, loose, mnemonics, &mut block);
+    });
+}
+
+/// What [`block_strings`] needs to make one function's strings.
+struct BlockStrings<'a, 'c, 'i, 'd> {
+    ctx: &'a Context<'i, 'd>,
+    cfg: &'c Cfg,
+    decoded: &'c [Instruction],
+    offsets: &'c [ConstantOffsets],
+    target: Target<'a>,
+    table: &'static TableIndex,
+    operands: bool,
+}
+
+impl BlockStrings<'_, '_, '_, '_> {
+    fn each_block(
+        &self,
+        stats: &mut Stats,
+        mut names: Option<&mut BlockNames>,
+        instr: &mut Vec<u8>,
+        loose: &mut Vec<u8>,
+        mnemonics: &mut Vec<u32>,
+        block: &mut impl FnMut(&[u8], &[u8]),
+    ) {
+        let BlockStrings {
+            ctx,
+            cfg,
+            decoded,
+            offsets,
+            target,
+            table,
+            operands,
+        } = *self;
+        for b in &cfg.blocks {
+            instr.clear();
+            mnemonics.clear();
+            for k in b.first_insn..b.end_insn {
+                let insn = &cfg.insns[k as usize];
+                let Some(ins) = decoded.get(k as usize) else {
+                    break;
+                };
+                let found = lookup_parts(insn.code as u16, form(insn.has_mem, ins));
+                let entry = found.map(|(e, _, _)| e);
+                // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
+                // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
+                // out. Other instructions take the table's names.
+                let tail_form = insn.indirect == Some(IndirectJump::TailCall)
+                    && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
+                let names_of = match (insn.flow, entry) {
+                    (Flow::CondJump, _) => "JCC_1",
+                    (Flow::Jump, _) if !insn.tail_call => continue,
+                    (Flow::Jump, _) => "JMP_4",
+                    (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
+                    (Flow::IndirectJump, _) if tail_form => "JMP32r",
+                    (_, Some(e)) => e.2,
+                    (_, None) => {
+                        stats.insns += 1;
+                        stats.unknown += 1;
+                        stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+                        let name = format!("{:?}", insn.code);
+                        instr.extend_from_slice(name.as_bytes());
+                        if let Some(n) = names.as_deref_mut() {
+                            n.bytes.extend_from_slice(name.as_bytes());
+                        }
+                        continue;
+                    }
+                };
+                // An instruction LLVM decodes with its prefixes as instructions of their own has
+                // several names (and as many mnemonics); nearly all have one. BOLT's branch forms
+                // have one.
+                let (num_parts, mnem_parts, first_mnem) = match found {
+                    Some((e, (names, mnems), first)) => {
+                        let table_names = std::ptr::eq(names_of, e.2);
+                        (if table_names { names } else { 1 }, mnems, first)
+                    }
+                    None => (1, 0, u32::MAX),
+                };
+                stats.insns += 1;
+                let mut known = entry.is_some() && mnem_parts == num_parts;
+                let mut part_of = |part: &'static str, mnem: Option<u32>, last: bool| {
+                    instr.extend_from_slice(part.as_bytes());
+                    if let Some(n) = names.as_deref_mut() {
+                        n.bytes.extend_from_slice(part.as_bytes());
+                    }
+                    if is_nop(part) {
+                        // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
+                    } else if insn.flow == Flow::CondJump && last {
+                        mnemonics.push(table.jmp);
+                    } else if tail_form && last {
+                        // BOLT's indirect tail calls are JMP32m/JMP32r.
+                        mnemonics.push(table.jmpl);
+                    } else if let Some(m) = mnem {
+                        mnemonics.push(m);
+                    }
+                    if let (true, true, Some(e)) = (operands, last, entry) {
+                        let offs = &offsets[k as usize];
+                        return hash_operands(ctx, &target, ins, offs, e.4, instr);
+                    }
+                    true
+                };
+                if num_parts == 1 {
+                    known &= part_of(names_of, entry.map(|_| first_mnem), true);
+                } else {
+                    let mut mnems = entry.map(|e| e.3.split(' '));
+                    for (pi, part) in names_of.split(' ').enumerate() {
+                        let mnem = mnems.as_mut().and_then(Iterator::next);
+                        let mnem = mnem.map(|m| table.rank(m));
+                        known &= part_of(part, mnem, pi + 1 == usize::from(num_parts));
+                    }
+                }
+                if !known {
                     stats.unknown += 1;
                     stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
-                    let name = format!("{:?}", insn.code);
-                    instr.extend_from_slice(name.as_bytes());
-                    if let Some(n) = names.as_deref_mut() {
-                        n.bytes.extend_from_slice(name.as_bytes());
-                    }
-                    continue;
-                }
-            };
-            // An instruction LLVM decodes with its prefixes as instructions of their own has
-            // several names (and as many mnemonics); nearly all have one. BOLT's branch forms
-            // have one.
-            let (num_parts, mnem_parts) = match found {
-                Some((e, (names, mnems))) => {
-                    let table_names = std::ptr::eq(names_of, e.2);
-                    (if table_names { names } else { 1 }, mnems)
-                }
-                None => (1, 0),
-            };
-            stats.insns += 1;
-            let mut known = entry.is_some() && mnem_parts == num_parts;
-            let mut part_of = |part: &'static str, mnem: Option<&'static str>, last: bool| {
-                instr.extend_from_slice(part.as_bytes());
-                if let Some(n) = names.as_deref_mut() {
-                    n.bytes.extend_from_slice(part.as_bytes());
-                }
-                if is_nop(part) {
-                    // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
-                } else if insn.flow == Flow::CondJump && last {
-                    mnemonics.push("JMP");
-                } else if tail_form && last {
-                    // BOLT's indirect tail calls are JMP32m/JMP32r.
-                    mnemonics.push("jmpl*");
-                } else if let Some(m) = mnem {
-                    mnemonics.push(m);
-                }
-                if let (true, true, Some(e)) = (operands, last, entry) {
-                    let offs = &offsets[k as usize];
-                    return hash_operands(ctx, &target, ins, offs, e.4, &mut instr);
-                }
-                true
-            };
-            if num_parts == 1 {
-                let mnem = entry.map(|e| match mnem_parts {
-                    1 => e.3,
-                    _ => e.3.split(' ').next().unwrap_or(""),
-                });
-                known &= part_of(names_of, mnem, true);
-            } else {
-                let mut mnems = entry.map(|e| e.3.split(' '));
-                for (pi, part) in names_of.split(' ').enumerate() {
-                    let mnem = mnems.as_mut().and_then(Iterator::next);
-                    known &= part_of(part, mnem, pi + 1 == usize::from(num_parts));
                 }
             }
-            if !known {
-                stats.unknown += 1;
-                stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+            if let Some(n) = names.as_deref_mut() {
+                n.ends.push(n.bytes.len());
             }
+            // Ranks sort as the strings do.
+            mnemonics.sort_unstable();
+            mnemonics.dedup();
+            loose.clear();
+            for &m in mnemonics.iter() {
+                loose.extend_from_slice(table.mnemonics[m as usize].as_bytes());
+            }
+            block(instr, loose);
         }
-        if let Some(n) = names.as_deref_mut() {
-            n.ends.push(n.bytes.len());
-        }
-        mnemonics.sort_unstable();
-        mnemonics.dedup();
-        loose.clear();
-        for m in &mnemonics {
-            loose.extend_from_slice(m.as_bytes());
-        }
-        block(&instr, &loose);
     }
 }
 
@@ -865,39 +993,55 @@ pub fn hashes_in_order(
     if let (None, Some(h)) = (order, kept(ctx, cfg)) {
         return (h.function, h.blocks.clone(), h.stats);
     }
-    let (names, block, stats) = hash_pass(ctx, func, cfg);
-    (
-        names.hash(order),
-        packed_block_hashes(func, cfg, &block),
-        stats,
-    )
+    hash_pass(ctx, func, cfg, |names, block, stats| {
+        (
+            names.hash(order),
+            packed_block_hashes(func, cfg, block),
+            stats,
+        )
+    })
 }
 
 /// One pass over the instructions: the function hash's input, each block's (InstrHash,
-/// OpcodeHash) 64-bit hashes, the counters.
-fn hash_pass(
+/// OpcodeHash) 64-bit hashes and the counters, handed to `finish` (in buffers reused from
+/// function to function).
+fn hash_pass<R>(
     ctx: &Context<'_, '_>,
     func: &Function,
     cfg: &Cfg,
-) -> (BlockNames, Vec<(u64, u64)>, Stats) {
-    let mut stats = Stats::default();
-    let mut names = BlockNames::default();
-    let mut block = Vec::with_capacity(cfg.blocks.len());
-    block_strings(
-        ctx,
-        func,
-        cfg,
-        &mut stats,
-        true,
-        Some(&mut names),
-        |instr, loose| {
-            block.push((
-                xxhash_rust::xxh3::xxh3_64(instr),
-                xxhash_rust::xxh3::xxh3_64(loose),
-            ))
-        },
-    );
-    (names, block, stats)
+    finish: impl FnOnce(&BlockNames, &[(u64, u64)], Stats) -> R,
+) -> R {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(BlockNames, Vec<(u64, u64)>)> =
+            std::cell::RefCell::new(Default::default());
+    }
+    let mut own = Default::default();
+    SCRATCH.with(|scratch| {
+        let mut borrowed = scratch.try_borrow_mut();
+        let (names, block) = match borrowed.as_deref_mut() {
+            Ok(scratch) => scratch,
+            Err(_) => &mut own,
+        };
+        names.bytes.clear();
+        names.ends.clear();
+        block.clear();
+        let mut stats = Stats::default();
+        block_strings(
+            ctx,
+            func,
+            cfg,
+            &mut stats,
+            true,
+            Some(names),
+            |instr, loose| {
+                block.push((
+                    xxhash_rust::xxh3::xxh3_64(instr),
+                    xxhash_rust::xxh3::xxh3_64(loose),
+                ))
+            },
+        );
+        finish(names, block, stats)
+    })
 }
 
 /// The packed block hashes from each block's (InstrHash, OpcodeHash) 64-bit hashes.
@@ -993,7 +1137,7 @@ mod tests {
     use super::{Entry, INSNS, lookup_parts};
 
     fn lookup(code: u16, form: u8) -> Option<&'static Entry> {
-        lookup_parts(code, form).map(|(e, _)| e)
+        lookup_parts(code, form).map(|(e, _, _)| e)
     }
 
     #[test]
