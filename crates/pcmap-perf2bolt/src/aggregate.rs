@@ -18,7 +18,7 @@
 //! `doBasicSample` does (for a cold fragment this differs from the branch translation).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pcmap_bat::BatTable;
 use rayon::prelude::*;
@@ -311,8 +311,14 @@ pub struct Aggregator<'a, 'data> {
     pending: Vec<Mutex<Option<Box<cfg::Decoded>>>>,
     /// How many function decodes this aggregator made.
     decodes: AtomicUsize,
-    /// CFGs keep their decoded instructions for block and function hashes.
+    /// CFGs are hashed when built ([`Self::with_hashing`]).
     hashing: bool,
+    /// Hash in llvm-bolt's view ([`Self::with_llvm_bolt_hashing`]).
+    llvm_bolt_view: bool,
+    /// Also the depth-first function hashes ([`Self::with_dfs_function_hashes`]).
+    dfs_hashes: bool,
+    /// The binary-wide part of the hashing context, made on first use.
+    hash_tables: OnceLock<Arc<crate::block_hash::Tables>>,
     /// Rank of each function in byte-wise name order (fdata order).
     name_rank: Vec<u32>,
     /// The binary's BAT table: profile of a BOLT-optimized binary.
@@ -348,6 +354,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
             decodes: AtomicUsize::new(0),
             hashing: false,
+            llvm_bolt_view: false,
+            dfs_hashes: false,
+            hash_tables: OnceLock::new(),
             name_rank,
             bat: None,
         }
@@ -511,16 +520,69 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self.image
     }
 
-    /// Keep each CFG's decoded instructions for block and function hashes (YAML profiles):
-    /// without this, [`crate::yaml`] decodes a function a second time to hash it.
+    /// Hash each CFG when it is built (YAML profiles): BOLT's function and block hashes
+    /// ([`crate::block_hash::Hashes`], perf2bolt's view) from the decode the CFG is built from,
+    /// kept in the CFG instead of the decoded instructions. Without this, hashing a function
+    /// decodes it a second time.
     pub fn with_hashing(mut self) -> Self {
         self.hashing = true;
         self
     }
 
-    /// Whether CFGs keep their decoded instructions ([`Self::with_hashing`]).
+    /// [`Self::with_hashing`] in llvm-bolt's view ([`crate::block_hash::Context::llvm_bolt_view`]):
+    /// the hashes llvm-bolt computes for a build it reads a profile for.
+    pub fn with_llvm_bolt_hashing(mut self) -> Self {
+        self.hashing = true;
+        self.llvm_bolt_view = true;
+        self
+    }
+
+    /// With [`Self::with_hashing`], also the function hashes over BOLT's depth-first block order
+    /// (`--profile-use-dfs`).
+    pub fn with_dfs_function_hashes(mut self) -> Self {
+        self.dfs_hashes = true;
+        self
+    }
+
+    /// Whether CFGs are hashed when built ([`Self::with_hashing`]).
     pub fn is_hashing(&self) -> bool {
         self.hashing
+    }
+
+    /// The hashing context.
+    fn hash_context(&self) -> crate::block_hash::Context<'a, 'data> {
+        let tables = self
+            .hash_tables
+            .get_or_init(|| Arc::new(crate::block_hash::Tables::new(self.image)));
+        let ctx = crate::block_hash::Context::with_tables(self.image, tables.clone());
+        if self.llvm_bolt_view {
+            ctx.llvm_bolt_view()
+        } else {
+            ctx
+        }
+    }
+
+    /// BOLT's function and block hashes of function `index` (a simple CFG's; `dfs`: with the
+    /// depth-first function hash): those its CFG keeps ([`Self::with_hashing`]), else computed
+    /// now (which decodes the function again).
+    pub fn hashes(
+        &self,
+        index: usize,
+        dfs: bool,
+    ) -> std::borrow::Cow<'_, crate::block_hash::Hashes> {
+        let f = &self.image.functions()[index];
+        crate::block_hash::cfg_hashes(&self.hash_context(), f, self.cfg(index), dfs)
+    }
+
+    /// Hash a CFG just built from its decode ([`Self::with_hashing`]) and drop the decode.
+    fn keep_hashes(&self, f: &pcmap_binary::bolt::BoltFunction, cfg: &mut Cfg) {
+        let ctx = &self.hash_context();
+        if cfg.simple && !cfg.blocks.is_empty() {
+            let hashes = crate::block_hash::Hashes::compute(ctx, f, cfg, self.dfs_hashes);
+            cfg.hashes = Some(Box::new(hashes));
+        }
+        cfg.decoded = Vec::new();
+        cfg.offsets = Vec::new();
     }
 
     /// Decode every function once for BOLT's secondary entry points, keeping the decodes of
@@ -591,7 +653,11 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                         |d| *d,
                     );
                     let starts = self.table_starts.get().map(Vec::as_slice);
-                    Box::new(cfg::build_from(self.image, f, entries, d, starts))
+                    let mut cfg = cfg::build_from(self.image, f, entries, d, starts);
+                    if self.hashing {
+                        self.keep_hashes(f, &mut cfg);
+                    }
+                    Box::new(cfg)
                 }
                 FunctionKind::Plt => Box::default(),
             }

@@ -38,11 +38,13 @@
 //! llvm-mc (`tools/gen-block-hash-tables.py`); instructions missing from them hash with their
 //! opcode name only and are counted in [`Stats::unknown`].
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::sync::Arc;
 
-use iced_x86::{Code, ConstantOffsets, FlowControl, Instruction, OpKind, Register};
+use iced_x86::{Code, ConstantOffsets, Instruction, OpKind, Register};
 use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
 use pcmap_binary::{RelocationKind, Symbol, SymbolKind};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::block_hash_table::{INSNS, REGISTERS};
 use crate::cfg::{Cfg, Flow, IndirectJump};
@@ -106,16 +108,92 @@ pub struct Stats {
     pub first_unknown: Option<(iced_x86::Code, bool)>,
 }
 
+/// One function's hashes from its CFG, computed once ([`Hashes::compute`]): an aggregator that
+/// hashes ([`crate::aggregate::Aggregator::with_hashing`]) keeps them in the CFG instead of the
+/// decoded instructions they come from, and the functions of this module answer from them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hashes {
+    /// BOLT's function hash over the blocks in input order ([`function_hash`]).
+    pub function: u64,
+    /// The function hash over BOLT's depth-first block order (`--profile-use-dfs`), when asked
+    /// for ([`function_hash_in_order`] with [`Cfg::dfs_order`]).
+    pub function_dfs: Option<u64>,
+    /// The packed block hashes ([`block_hashes`]).
+    pub blocks: Vec<u64>,
+    /// Counters of the pass that computed them.
+    pub stats: Stats,
+    /// Computed with [`Context::llvm_bolt_view`].
+    llvm_bolt_view: bool,
+}
+
+impl Hashes {
+    /// The hashes of `func`, whose CFG `cfg` must still hold its decoded instructions (or the
+    /// function is decoded again); `dfs`: also the function hash in depth-first order.
+    pub fn compute(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg, dfs: bool) -> Self {
+        hash_pass(ctx, func, cfg, |names, block, stats| Hashes {
+            function: names.hash(None),
+            function_dfs: dfs.then(|| names.hash(Some(&cfg.dfs_order()))),
+            blocks: packed_block_hashes(func, cfg, block),
+            stats,
+            llvm_bolt_view: ctx.llvm_bolt_view,
+        })
+    }
+
+    /// The function hash in depth-first order when `dfs`, else in input order (`None` when
+    /// the depth-first one was not computed).
+    pub fn function_in(&self, dfs: bool) -> Option<u64> {
+        if dfs {
+            self.function_dfs
+        } else {
+            Some(self.function)
+        }
+    }
+}
+
+/// The hashes `cfg` keeps when they were computed in `ctx`'s view.
+fn kept<'c>(ctx: &Context<'_, '_>, cfg: &'c Cfg) -> Option<&'c Hashes> {
+    cfg.hashes
+        .as_deref()
+        .filter(|h| h.llvm_bolt_view == ctx.llvm_bolt_view)
+}
+
+/// The hashes of `func` (`dfs`: with the depth-first function hash): those its CFG keeps, else
+/// computed now.
+pub fn cfg_hashes<'c>(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &'c Cfg,
+    dfs: bool,
+) -> Cow<'c, Hashes> {
+    match kept(ctx, cfg).filter(|h| h.function_in(dfs).is_some()) {
+        Some(h) => Cow::Borrowed(h),
+        None => Cow::Owned(Hashes::compute(ctx, func, cfg, dfs)),
+    }
+}
+
 /// What block hashing needs to know about the whole binary (symbols, relocations); build once
 /// per binary and share between functions.
+#[derive(Clone)]
 pub struct Context<'i, 'd> {
     image: &'i BoltFunctions<'i, 'd>,
-    /// Data symbols: (address, size), sorted by address (largest size kept per address).
-    data: Vec<(u64, u64)>,
-    /// Relocations in code: address of the relocated bytes -> relocation.
-    relocs: HashMap<u64, Reloc>,
+    tables: Arc<Tables>,
     /// Hash as llvm-bolt does when it reads a profile ([`Context::llvm_bolt_view`]).
     llvm_bolt_view: bool,
+}
+
+/// The binary-wide part of a [`Context`], which borrows nothing (an aggregator keeps it).
+pub(crate) struct Tables {
+    /// Data symbols: (address, size), sorted by address (largest size kept per address).
+    data: Vec<(u64, u64)>,
+    /// The starts of `data` (a symbol starting at an address is the one found for it).
+    data_starts: FxHashSet<u64>,
+    /// The functions' start addresses ([`BoltFunctions::function_at`] without a search).
+    function_starts: FxHashSet<u64>,
+    /// Relocations in code by the address of the relocated bytes, sorted (one per address,
+    /// the last in the tables): a function looks up its own run ([`Tables::relocs_in`]).
+    relocs: Vec<(u64, Reloc)>,
+    /// Each function's run of `relocs` by its address range.
+    reloc_runs: FxHashMap<(u64, u64), (u32, u32)>,
 }
 
 /// A relocation against code bytes (binaries linked with `--emit-relocs`).
@@ -130,8 +208,25 @@ struct Reloc {
 impl<'i, 'd> Context<'i, 'd> {
     /// Read the symbol table and relocations of `image`.
     pub fn new(image: &'i BoltFunctions<'i, 'd>) -> Self {
+        Self::with_tables(image, Arc::new(Tables::new(image)))
+    }
+
+    /// The context of `image` from its [`Tables`] (made by [`Context::tables`] or
+    /// [`Tables::new`]).
+    pub(crate) fn with_tables(image: &'i BoltFunctions<'i, 'd>, tables: Arc<Tables>) -> Self {
+        Self {
+            image,
+            tables,
+            llvm_bolt_view: false,
+        }
+    }
+}
+
+impl Tables {
+    /// Read the symbol table and relocations of `image`.
+    pub(crate) fn new(image: &BoltFunctions<'_, '_>) -> Self {
         let mut data = Vec::new();
-        let mut relocs = HashMap::new();
+        let mut relocs = Vec::new();
         let binary = image.binary();
         // Symbols of `.symtab` only (a stripped binary's `.dynsym` gives BOLT no data symbols).
         let symbols: &[Symbol<'_>] = if binary.symbols_from_dynsym() {
@@ -159,7 +254,7 @@ impl<'i, 'd> Context<'i, 'd> {
                 && sym.section_index.is_some()
                 && matches!(r.kind, RelocationKind::Absolute | RelocationKind::Relative))
             .then_some(sym.address);
-            relocs.insert(r.offset, Reloc { symbol, absolute });
+            relocs.push((r.offset, Reloc { symbol, absolute }));
         }
         // Functions BOLT made without a symbol (from FDEs: `__BOLT_FDE_FUNCat...`) have their
         // BinaryData too.
@@ -175,14 +270,50 @@ impl<'i, 'd> Context<'i, 'd> {
         }
         data.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         data.dedup_by_key(|d| d.0);
+        // Stable: of several relocations at one address the last one counts.
+        relocs.sort_by_key(|r| r.0);
+        relocs.dedup_by(|later, kept| {
+            if later.0 != kept.0 {
+                return false;
+            }
+            *kept = *later;
+            true
+        });
+        // Each function's run of relocations, functions in address order (a cursor).
+        let mut ranges: Vec<(u64, u64)> = image
+            .functions()
+            .iter()
+            .map(|f| (f.address, f.address.saturating_add(f.size)))
+            .collect();
+        ranges.sort_unstable();
+        let mut reloc_runs = FxHashMap::default();
+        let mut lo = 0;
+        for (start, end) in ranges {
+            lo += relocs[lo..].iter().take_while(|r| r.0 < start).count();
+            let len = relocs[lo..].iter().take_while(|r| r.0 < end).count();
+            if len > 0 {
+                reloc_runs.insert((start, end), (lo as u32, (lo + len) as u32));
+            }
+        }
         Self {
-            image,
+            data_starts: data.iter().map(|d| d.0).collect(),
+            function_starts: image.functions().iter().map(|f| f.address).collect(),
             data,
             relocs,
-            llvm_bolt_view: false,
+            reloc_runs,
         }
     }
 
+    /// The relocations of bytes in `func`.
+    fn relocs_in(&self, func: &Function) -> &[(u64, Reloc)] {
+        let end = func.address.saturating_add(func.size);
+        self.reloc_runs
+            .get(&(func.address, end))
+            .map_or(&[], |&(lo, hi)| &self.relocs[lo as usize..hi as usize])
+    }
+}
+
+impl<'i, 'd> Context<'i, 'd> {
     /// Hash as llvm-bolt 22 does when it reads a profile, rather than as perf2bolt writes one.
     /// The two differ on relocation-mode binaries: perf2bolt disassembles in strict mode, where an
     /// indirect jump of a function without internal references is a tail call (`JMP32r`/`JMP32m`,
@@ -195,11 +326,20 @@ impl<'i, 'd> Context<'i, 'd> {
         self
     }
 
+    /// Whether a function starts at `addr`.
+    fn is_function_start(&self, addr: u64) -> bool {
+        self.tables.function_starts.contains(&addr)
+    }
+
     /// The data symbol BOLT would find for `addr` (`getBinaryDataContainingAddress`: only the
     /// last symbol at or below the address is looked at).
     fn data_containing(&self, addr: u64) -> Option<u64> {
-        let i = self.data.partition_point(|d| d.0 <= addr).checked_sub(1)?;
-        let (a, size) = self.data[i];
+        if self.tables.data_starts.contains(&addr) {
+            return Some(addr);
+        }
+        let data = &self.tables.data;
+        let i = data.partition_point(|d| d.0 <= addr).checked_sub(1)?;
+        let (a, size) = data[i];
         (a == addr || addr < a.saturating_add(size)).then_some(a)
     }
 
@@ -215,7 +355,7 @@ impl<'i, 'd> Context<'i, 'd> {
         // address (BOLT's BinaryData; a function's symbol hashes as nothing), else the address.
         match self.data_containing(addr) {
             Some(a) => {
-                if self.image.function_at(a).is_none() {
+                if !self.is_function_start(a) {
                     hash_integer(a, out);
                 }
                 if a != addr {
@@ -241,7 +381,7 @@ impl<'i, 'd> Context<'i, 'd> {
             return;
         }
         let in_func = sym >= func.address && sym - func.address < func.size;
-        if !in_func && self.image.function_at(sym).is_none() {
+        if !in_func && !self.is_function_start(sym) {
             hash_integer(sym, out);
         }
         if addr != sym {
@@ -272,7 +412,7 @@ impl<'i, 'd> Context<'i, 'd> {
         if target >= func.address && target - func.address < func.size {
             return;
         }
-        if self.image.function_at(target).is_some() {
+        if self.is_function_start(target) {
             return;
         }
         hash_integer(target, out);
@@ -303,22 +443,75 @@ fn hash_16_bytes(low: u64, high: u64) -> u64 {
 
 type Entry = (u16, u8, &'static str, &'static str, &'static [Op]);
 
-fn lookup(code: u16, form: u8) -> Option<&'static Entry> {
-    // Where each code's entries start in `INSNS` (sorted by code, then form): a code has one to
-    // a few forms, so a lookup scans a few entries instead of searching 1,700.
-    static FIRST: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
-    let first = FIRST.get_or_init(|| {
-        let max = INSNS.last().map_or(0, |e| usize::from(e.0));
-        (0..=max + 1)
-            .map(|c| INSNS.partition_point(|e| usize::from(e.0) < c) as u16)
-            .collect()
-    });
+/// The table entry of an iced-x86 code in an operand form ([`form`]), with how many
+/// space-separated parts its names and mnemonics have (an instruction LLVM decodes with its
+/// prefixes as instructions of their own has several; nearly all have one).
+fn lookup_parts(code: u16, form: u8) -> Option<(&'static Entry, (u8, u8), u32)> {
+    let index = table_index();
     let c = usize::from(code);
-    let (lo, hi) = match (first.get(c), first.get(c + 1)) {
+    let (lo, hi) = match (index.first.get(c), index.first.get(c + 1)) {
         (Some(&lo), Some(&hi)) => (usize::from(lo), usize::from(hi)),
         _ => return None,
     };
-    INSNS[lo..hi].iter().find(|e| e.1 == form)
+    let i = lo + INSNS[lo..hi].iter().position(|e| e.1 == form)?;
+    Some((&INSNS[i], index.parts[i], index.first_mnemonic[i]))
+}
+
+/// Lookup tables over `INSNS`, made once.
+struct TableIndex {
+    /// Where each code's entries start in `INSNS` (sorted by code, then form): a code has one
+    /// to a few forms, so a lookup scans a few entries instead of searching 1,700.
+    first: Vec<u16>,
+    /// The parts of each entry's names and mnemonics.
+    parts: Vec<(u8, u8)>,
+    /// Every mnemonic (each part of the entries' mnemonics, `JMP`, `jmpl*`), sorted and
+    /// unique: a block's mnemonics are sorted as their ranks here (numbers, not strings).
+    mnemonics: Vec<&'static str>,
+    /// The rank of each entry's first mnemonic.
+    first_mnemonic: Vec<u32>,
+    /// The ranks of `JMP` and `jmpl*`.
+    jmp: u32,
+    jmpl: u32,
+}
+
+fn table_index() -> &'static TableIndex {
+    static INDEX: std::sync::OnceLock<TableIndex> = std::sync::OnceLock::new();
+    INDEX.get_or_init(|| {
+        let max = INSNS.last().map_or(0, |e| usize::from(e.0));
+        let parts = |s: &str| s.split(' ').count().min(255) as u8;
+        let mut mnemonics: Vec<&'static str> = INSNS
+            .iter()
+            .flat_map(|e| e.3.split(' '))
+            .chain(["JMP", "jmpl*"])
+            .collect();
+        mnemonics.sort_unstable();
+        mnemonics.dedup();
+        let rank = |m: &str| mnemonics.binary_search(&m).map_or(u32::MAX, |r| r as u32);
+        let first_mnemonic = INSNS
+            .iter()
+            .map(|e| rank(e.3.split(' ').next().unwrap_or("")))
+            .collect();
+        let (jmp, jmpl) = (rank("JMP"), rank("jmpl*"));
+        TableIndex {
+            first: (0..=max + 1)
+                .map(|c| INSNS.partition_point(|e| usize::from(e.0) < c) as u16)
+                .collect(),
+            parts: INSNS.iter().map(|e| (parts(e.2), parts(e.3))).collect(),
+            mnemonics,
+            first_mnemonic,
+            jmp,
+            jmpl,
+        }
+    })
+}
+
+impl TableIndex {
+    /// The rank of a mnemonic of the tables.
+    fn rank(&self, mnemonic: &str) -> u32 {
+        self.mnemonics
+            .binary_search(&mnemonic)
+            .map_or(u32::MAX, |r| r as u32)
+    }
 }
 
 /// The operand form of an instruction, which together with its iced-x86 code selects the LLVM
@@ -364,7 +557,12 @@ fn extend(v: u64, ext: Ext) -> u64 {
 fn jump_table_bases(insns: &[Instruction], cfg: &Cfg) -> Vec<u64> {
     let mut out = Vec::new();
     for (k, ins) in insns.iter().enumerate() {
-        if ins.flow_control() != FlowControl::IndirectBranch {
+        // The CFG's classification (iced-x86's flow control, made when decoding).
+        if cfg
+            .insns
+            .get(k)
+            .is_none_or(|i| i.flow != Flow::IndirectJump)
+        {
             continue;
         }
         // Absolute tables count only when the CFG resolved the jump through them (a table of
@@ -428,20 +626,39 @@ fn jump_table_bases(insns: &[Instruction], cfg: &Cfg) -> Vec<u64> {
     out
 }
 
+/// What operands of one function refer to: the function, its jump tables, the relocations
+/// of its bytes.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    func: &'a Function,
+    jump_tables: &'a [u64],
+    relocs: &'a [(u64, Reloc)],
+}
+
 /// Append the operand bytes of `ins` per `ops` to `out`; `false` when an operand is unknown.
 fn hash_operands(
     ctx: &Context<'_, '_>,
-    func: &Function,
-    jump_tables: &[u64],
+    target: &Target<'_>,
     ins: &Instruction,
     offs: &ConstantOffsets,
     ops: &[Op],
     out: &mut Vec<u8>,
 ) -> bool {
     let mut ok = true;
+    let Target {
+        func,
+        jump_tables,
+        relocs,
+    } = *target;
     let reloc_at = |off: usize, present: bool| -> Option<Reloc> {
         present
-            .then(|| ctx.relocs.get(&(ins.ip() + off as u64)).copied())
+            .then(|| {
+                let at = ins.ip() + off as u64;
+                relocs
+                    .binary_search_by_key(&at, |r| r.0)
+                    .ok()
+                    .map(|i| relocs[i].1)
+            })
             .flatten()
     };
     for &op in ops {
@@ -523,6 +740,9 @@ pub fn function_hash_in_order(
     cfg: &Cfg,
     order: Option<&[u32]>,
 ) -> (u64, Stats) {
+    if let (None, Some(h)) = (order, kept(ctx, cfg)) {
+        return (h.function, h.stats);
+    }
     let mut stats = Stats::default();
     let mut names = BlockNames::default();
     block_strings(
@@ -573,7 +793,7 @@ fn block_strings(
     cfg: &Cfg,
     stats: &mut Stats,
     operands: bool,
-    mut names: Option<&mut BlockNames>,
+    names: Option<&mut BlockNames>,
     mut block: impl FnMut(&[u8], &[u8]),
 ) {
     if cfg.blocks.is_empty() {
@@ -588,92 +808,162 @@ fn block_strings(
         (&again.decoded, &again.offsets)
     };
     let jump_tables = jump_table_bases(decoded, cfg);
-    let mut mnemonics: Vec<&str> = Vec::new();
-    let mut instr: Vec<u8> = Vec::new();
-    let mut loose: Vec<u8> = Vec::new();
-    for b in &cfg.blocks {
-        instr.clear();
-        mnemonics.clear();
-        for k in b.first_insn..b.end_insn {
-            let insn = &cfg.insns[k as usize];
-            let Some(ins) = decoded.get(k as usize) else {
-                break;
-            };
-            let entry = lookup(insn.code as u16, form(insn.has_mem, ins));
-            // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
-            // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
-            // out. Other instructions take the table's names.
-            let tail_form = insn.indirect == Some(IndirectJump::TailCall)
-                && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
-            let names_of = match (insn.flow, entry) {
-                (Flow::CondJump, _) => "JCC_1",
-                (Flow::Jump, _) if !insn.tail_call => continue,
-                (Flow::Jump, _) => "JMP_4",
-                (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
-                (Flow::IndirectJump, _) if tail_form => "JMP32r",
-                (_, Some(e)) => e.2,
-                (_, None) => {
-                    stats.insns += 1;
+    let target = Target {
+        func,
+        jump_tables: &jump_tables,
+        relocs: ctx.tables.relocs_in(func),
+    };
+    let table = table_index();
+    thread_local! {
+        /// Each block's strings and mnemonic ranks, reused from block to block and function
+        /// to function.
+        static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>, Vec<u32>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    }
+    let mut own = (Vec::new(), Vec::new(), Vec::new());
+    SCRATCH.with(|scratch| {
+        let mut borrowed = scratch.try_borrow_mut();
+        let (instr, loose, mnemonics) = match borrowed.as_deref_mut() {
+            Ok(scratch) => scratch,
+            Err(_) => &mut own,
+        };
+        let strings = BlockStrings {
+            ctx,
+            cfg,
+            decoded,
+            offsets,
+            target,
+            table,
+            operands,
+        };
+        strings.each_block(stats, names, instr, loose, mnemonics, &mut block);
+    });
+}
+
+/// What [`block_strings`] needs to make one function's strings.
+struct BlockStrings<'a, 'c, 'i, 'd> {
+    ctx: &'a Context<'i, 'd>,
+    cfg: &'c Cfg,
+    decoded: &'c [Instruction],
+    offsets: &'c [ConstantOffsets],
+    target: Target<'a>,
+    table: &'static TableIndex,
+    operands: bool,
+}
+
+impl BlockStrings<'_, '_, '_, '_> {
+    fn each_block(
+        &self,
+        stats: &mut Stats,
+        mut names: Option<&mut BlockNames>,
+        instr: &mut Vec<u8>,
+        loose: &mut Vec<u8>,
+        mnemonics: &mut Vec<u32>,
+        block: &mut impl FnMut(&[u8], &[u8]),
+    ) {
+        let BlockStrings {
+            ctx,
+            cfg,
+            decoded,
+            offsets,
+            target,
+            table,
+            operands,
+        } = *self;
+        for b in &cfg.blocks {
+            instr.clear();
+            mnemonics.clear();
+            for k in b.first_insn..b.end_insn {
+                let insn = &cfg.insns[k as usize];
+                let Some(ins) = decoded.get(k as usize) else {
+                    break;
+                };
+                let found = lookup_parts(insn.code as u16, form(insn.has_mem, ins));
+                let entry = found.map(|(e, _, _)| e);
+                // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
+                // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
+                // out. Other instructions take the table's names.
+                let tail_form = insn.indirect == Some(IndirectJump::TailCall)
+                    && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
+                let names_of = match (insn.flow, entry) {
+                    (Flow::CondJump, _) => "JCC_1",
+                    (Flow::Jump, _) if !insn.tail_call => continue,
+                    (Flow::Jump, _) => "JMP_4",
+                    (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
+                    (Flow::IndirectJump, _) if tail_form => "JMP32r",
+                    (_, Some(e)) => e.2,
+                    (_, None) => {
+                        stats.insns += 1;
+                        stats.unknown += 1;
+                        stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+                        let name = format!("{:?}", insn.code);
+                        instr.extend_from_slice(name.as_bytes());
+                        if let Some(n) = names.as_deref_mut() {
+                            n.bytes.extend_from_slice(name.as_bytes());
+                        }
+                        continue;
+                    }
+                };
+                // An instruction LLVM decodes with its prefixes as instructions of their own has
+                // several names (and as many mnemonics); nearly all have one. BOLT's branch forms
+                // have one.
+                let (num_parts, mnem_parts, first_mnem) = match found {
+                    Some((e, (names, mnems), first)) => {
+                        let table_names = std::ptr::eq(names_of, e.2);
+                        (if table_names { names } else { 1 }, mnems, first)
+                    }
+                    None => (1, 0, u32::MAX),
+                };
+                stats.insns += 1;
+                let mut known = entry.is_some() && mnem_parts == num_parts;
+                let mut part_of = |part: &'static str, mnem: Option<u32>, last: bool| {
+                    instr.extend_from_slice(part.as_bytes());
+                    if let Some(n) = names.as_deref_mut() {
+                        n.bytes.extend_from_slice(part.as_bytes());
+                    }
+                    if is_nop(part) {
+                        // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
+                    } else if insn.flow == Flow::CondJump && last {
+                        mnemonics.push(table.jmp);
+                    } else if tail_form && last {
+                        // BOLT's indirect tail calls are JMP32m/JMP32r.
+                        mnemonics.push(table.jmpl);
+                    } else if let Some(m) = mnem {
+                        mnemonics.push(m);
+                    }
+                    if let (true, true, Some(e)) = (operands, last, entry) {
+                        let offs = &offsets[k as usize];
+                        return hash_operands(ctx, &target, ins, offs, e.4, instr);
+                    }
+                    true
+                };
+                if num_parts == 1 {
+                    known &= part_of(names_of, entry.map(|_| first_mnem), true);
+                } else {
+                    let mut mnems = entry.map(|e| e.3.split(' '));
+                    for (pi, part) in names_of.split(' ').enumerate() {
+                        let mnem = mnems.as_mut().and_then(Iterator::next);
+                        let mnem = mnem.map(|m| table.rank(m));
+                        known &= part_of(part, mnem, pi + 1 == usize::from(num_parts));
+                    }
+                }
+                if !known {
                     stats.unknown += 1;
                     stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
-                    let name = format!("{:?}", insn.code);
-                    instr.extend_from_slice(name.as_bytes());
-                    if let Some(n) = names.as_deref_mut() {
-                        n.bytes.extend_from_slice(name.as_bytes());
-                    }
-                    continue;
-                }
-            };
-            // An instruction LLVM decodes with its prefixes as instructions of their own has
-            // several names (and as many mnemonics); nearly all have one.
-            let parts = |s: &str| {
-                if s.contains(' ') {
-                    s.split(' ').count()
-                } else {
-                    1
-                }
-            };
-            let num_parts = parts(names_of);
-            let mut mnems = entry.map(|e| e.3.split(' '));
-            stats.insns += 1;
-            let mut known = entry.is_some_and(|e| parts(e.3) == num_parts);
-            for (pi, part) in names_of.split(' ').enumerate() {
-                let mnem = mnems.as_mut().and_then(Iterator::next);
-                instr.extend_from_slice(part.as_bytes());
-                if let Some(n) = names.as_deref_mut() {
-                    n.bytes.extend_from_slice(part.as_bytes());
-                }
-                let last = pi + 1 == num_parts;
-                if is_nop(part) {
-                    // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
-                } else if insn.flow == Flow::CondJump && last {
-                    mnemonics.push("JMP");
-                } else if tail_form && last {
-                    // BOLT's indirect tail calls are JMP32m/JMP32r.
-                    mnemonics.push("jmpl*");
-                } else if let Some(m) = mnem {
-                    mnemonics.push(m);
-                }
-                if let (true, true, Some(e)) = (operands, last, entry) {
-                    let offs = &offsets[k as usize];
-                    known &= hash_operands(ctx, func, &jump_tables, ins, offs, e.4, &mut instr);
                 }
             }
-            if !known {
-                stats.unknown += 1;
-                stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+            if let Some(n) = names.as_deref_mut() {
+                n.ends.push(n.bytes.len());
             }
+            // Ranks sort as the strings do.
+            mnemonics.sort_unstable();
+            mnemonics.dedup();
+            loose.clear();
+            for &m in mnemonics.iter() {
+                loose.extend_from_slice(table.mnemonics[m as usize].as_bytes());
+            }
+            block(instr, loose);
         }
-        if let Some(n) = names.as_deref_mut() {
-            n.ends.push(n.bytes.len());
-        }
-        mnemonics.sort_unstable();
-        mnemonics.dedup();
-        loose.clear();
-        for m in &mnemonics {
-            loose.extend_from_slice(m.as_bytes());
-        }
-        block(&instr, &loose);
     }
 }
 
@@ -700,28 +990,58 @@ pub fn hashes_in_order(
     cfg: &Cfg,
     order: Option<&[u32]>,
 ) -> (u64, Vec<u64>, Stats) {
-    let mut stats = Stats::default();
-    let mut names = BlockNames::default();
-    let mut block = Vec::with_capacity(cfg.blocks.len());
-    block_strings(
-        ctx,
-        func,
-        cfg,
-        &mut stats,
-        true,
-        Some(&mut names),
-        |instr, loose| {
-            block.push((
-                xxhash_rust::xxh3::xxh3_64(instr),
-                xxhash_rust::xxh3::xxh3_64(loose),
-            ))
-        },
-    );
-    (
-        names.hash(order),
-        packed_block_hashes(func, cfg, &block),
-        stats,
-    )
+    if let (None, Some(h)) = (order, kept(ctx, cfg)) {
+        return (h.function, h.blocks.clone(), h.stats);
+    }
+    hash_pass(ctx, func, cfg, |names, block, stats| {
+        (
+            names.hash(order),
+            packed_block_hashes(func, cfg, block),
+            stats,
+        )
+    })
+}
+
+/// One pass over the instructions: the function hash's input, each block's (InstrHash,
+/// OpcodeHash) 64-bit hashes and the counters, handed to `finish` (in buffers reused from
+/// function to function).
+fn hash_pass<R>(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &Cfg,
+    finish: impl FnOnce(&BlockNames, &[(u64, u64)], Stats) -> R,
+) -> R {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(BlockNames, Vec<(u64, u64)>)> =
+            std::cell::RefCell::new(Default::default());
+    }
+    let mut own = Default::default();
+    SCRATCH.with(|scratch| {
+        let mut borrowed = scratch.try_borrow_mut();
+        let (names, block) = match borrowed.as_deref_mut() {
+            Ok(scratch) => scratch,
+            Err(_) => &mut own,
+        };
+        names.bytes.clear();
+        names.ends.clear();
+        block.clear();
+        let mut stats = Stats::default();
+        block_strings(
+            ctx,
+            func,
+            cfg,
+            &mut stats,
+            true,
+            Some(names),
+            |instr, loose| {
+                block.push((
+                    xxhash_rust::xxh3::xxh3_64(instr),
+                    xxhash_rust::xxh3::xxh3_64(loose),
+                ))
+            },
+        );
+        finish(names, block, stats)
+    })
 }
 
 /// The packed block hashes from each block's (InstrHash, OpcodeHash) 64-bit hashes.
@@ -730,80 +1050,95 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, block: &[(u64, u64)]) -> Vec<
         return Vec::new();
     }
     let n = cfg.blocks.len();
-    let mut opcode_hashes = vec![0u64; n];
-    let mut packed = vec![0u64; n];
-    for (bi, (b, &(instr_hash, opcode_hash))) in cfg.blocks.iter().zip(block).enumerate() {
-        opcode_hashes[bi] = opcode_hash;
-        packed[bi] =
-            u64::from(b.offset as u16) | (opcode_hash & 0xffff) << 16 | (instr_hash & 0xffff) << 32;
-    }
-
-    // Successors as BOLT lists them: a conditional branch to the next block gets that block
-    // twice (the taken edge, then the fall-through edge `buildCFG` adds after it).
-    let succs: Vec<Vec<u32>> = cfg
+    let opcode_hash = |b: u32| block[b as usize].1;
+    let mut packed: Vec<u64> = cfg
         .blocks
         .iter()
-        .enumerate()
-        .map(|(bi, b)| {
-            let next = cfg.blocks.get(bi + 1);
-            let to_next = cfg.last_insn(bi).is_some_and(|l| {
-                l.flow == Flow::CondJump
-                    && !l.tail_call
-                    && next.is_some_and(|nb| l.target == func.address + u64::from(nb.offset))
-            });
-            if to_next && b.succs == [bi as u32 + 1] {
-                vec![bi as u32 + 1; 2]
-            } else {
-                b.succs.clone()
-            }
+        .zip(block)
+        .map(|(b, &(instr_hash, opcode_hash))| {
+            u64::from(b.offset as u16) | (opcode_hash & 0xffff) << 16 | (instr_hash & 0xffff) << 32
         })
         .collect();
-    // Predecessors in BOLT's order: taken-branch edges (added first, in source order), then
-    // fall-through edges, then the edges of blocks ending in an indirect jump of unknown control
-    // flow (`addUnknownControlFlow` re-adds them after the CFG is built).
-    let mut taken_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut ft_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut unknown_preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (bi, bs) in succs.iter().enumerate() {
-        let last = cfg.last_insn(bi);
-        if last.is_some_and(|l| l.indirect == Some(IndirectJump::Unknown)) {
-            for &s in bs {
-                unknown_preds[s as usize].push(bi as u32);
-            }
-            continue;
-        }
-        for (si, &s) in bs.iter().enumerate() {
-            let fall_through = s as usize == bi + 1
-                && match last.map(|l| (l.flow, l.tail_call)) {
-                    Some((Flow::CondJump, false)) => si + 1 == bs.len() && si > 0,
-                    Some((Flow::CondJump, true)) => true,
-                    Some((Flow::Next | Flow::Call, _)) | None => true,
-                    _ => false,
-                };
-            if fall_through {
-                ft_preds[s as usize].push(bi as u32);
-            } else {
-                taken_preds[s as usize].push(bi as u32);
-            }
+    // Successors as BOLT lists them: a conditional branch to the next block gets that block
+    // twice (the taken edge, then the fall-through edge `buildCFG` adds after it).
+    fn succs_of<'c>(
+        func: &Function,
+        cfg: &'c Cfg,
+        bi: usize,
+        twice: &'c mut [u32; 2],
+    ) -> &'c [u32] {
+        let next = cfg.blocks.get(bi + 1);
+        let to_next = cfg.last_insn(bi).is_some_and(|l| {
+            l.flow == Flow::CondJump
+                && !l.tail_call
+                && next.is_some_and(|nb| l.target == func.address + u64::from(nb.offset))
+        });
+        if to_next && cfg.blocks[bi].succs == [bi as u32 + 1] {
+            *twice = [bi as u32 + 1; 2];
+            twice
+        } else {
+            &cfg.blocks[bi].succs
         }
     }
-    for (bi, bs) in succs.iter().enumerate() {
-        let succ = bs
+    // Predecessors in BOLT's order: taken-branch edges (added first, in source order), then
+    // fall-through edges, then the edges of blocks ending in an indirect jump of unknown control
+    // flow (`addUnknownControlFlow` re-adds them after the CFG is built). Every edge goes to
+    // bucket `3 * successor + kind` (kind 0, 1, 2 in that order); a counting sort keeps the
+    // edges of a bucket in source order, so a block's predecessors are one run of `preds`.
+    let for_each_edge = |visit: &mut dyn FnMut(usize, u32)| {
+        let mut twice = [0u32; 2];
+        for bi in 0..n {
+            let bs = succs_of(func, cfg, bi, &mut twice);
+            let last = cfg.last_insn(bi);
+            if last.is_some_and(|l| l.indirect == Some(IndirectJump::Unknown)) {
+                for &s in bs {
+                    visit(3 * s as usize + 2, bi as u32);
+                }
+                continue;
+            }
+            for (si, &s) in bs.iter().enumerate() {
+                let fall_through = s as usize == bi + 1
+                    && match last.map(|l| (l.flow, l.tail_call)) {
+                        Some((Flow::CondJump, false)) => si + 1 == bs.len() && si > 0,
+                        Some((Flow::CondJump, true)) => true,
+                        Some((Flow::Next | Flow::Call, _)) | None => true,
+                        _ => false,
+                    };
+                visit(3 * s as usize + usize::from(fall_through), bi as u32);
+            }
+        }
+    };
+    let mut start = vec![0u32; 3 * n + 1];
+    for_each_edge(&mut |bucket, _| start[bucket + 1] += 1);
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
+    }
+    let mut fill = start.clone();
+    let mut preds = vec![0u32; start[3 * n] as usize];
+    for_each_edge(&mut |bucket, p| {
+        preds[fill[bucket] as usize] = p;
+        fill[bucket] += 1;
+    });
+    let mut twice = [0u32; 2];
+    for (bi, packed) in packed.iter_mut().enumerate() {
+        let succ = succs_of(func, cfg, bi, &mut twice)
             .iter()
-            .fold(0u64, |h, &s| hash_16_bytes(h, opcode_hashes[s as usize]));
-        let pred = taken_preds[bi]
+            .fold(0u64, |h, &s| hash_16_bytes(h, opcode_hash(s)));
+        let pred = preds[start[3 * bi] as usize..start[3 * bi + 3] as usize]
             .iter()
-            .chain(&ft_preds[bi])
-            .chain(&unknown_preds[bi])
-            .fold(0u64, |h, &p| hash_16_bytes(h, opcode_hashes[p as usize]));
-        packed[bi] |= (pred & 0xff) << 48 | (succ & 0xff) << 56;
+            .fold(0u64, |h, &p| hash_16_bytes(h, opcode_hash(p)));
+        *packed |= (pred & 0xff) << 48 | (succ & 0xff) << 56;
     }
     packed
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{INSNS, lookup};
+    use super::{Entry, INSNS, lookup_parts};
+
+    fn lookup(code: u16, form: u8) -> Option<&'static Entry> {
+        lookup_parts(code, form).map(|(e, _, _)| e)
+    }
 
     #[test]
     fn lookup_finds_every_table_entry_and_nothing_else() {

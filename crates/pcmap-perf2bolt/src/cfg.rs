@@ -143,6 +143,10 @@ pub struct Cfg {
     /// Where the displacement and immediate of each of [`Cfg::insns`] lie in its bytes (empty
     /// unless kept).
     pub offsets: Vec<ConstantOffsets>,
+    /// The function and block hashes, computed when the CFG was built by an aggregator that
+    /// hashes ([`crate::aggregate::Aggregator::with_hashing`]), which then drops
+    /// [`Cfg::decoded`] and [`Cfg::offsets`]; [`crate::block_hash`] answers from them.
+    pub hashes: Option<Box<crate::block_hash::Hashes>>,
     /// Blocks in input layout (address) order.
     pub blocks: Vec<Block>,
 }
@@ -334,8 +338,8 @@ pub struct Decoded {
 /// and function hashes (else only the compact [`Insn`]s stay).
 pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (Decoded, Vec<u64>) {
     thread_local! {
-        /// Reused instruction buffers of decodes that do not keep them (no allocation churn
-        /// while a parallel pass decodes thousands of functions).
+        /// Reused instruction buffers (no allocation churn while a parallel pass decodes
+        /// thousands of functions); a decode that keeps its instructions copies them out.
         static SCRATCH: std::cell::RefCell<(Vec<Instruction>, Vec<ConstantOffsets>)> =
             const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     }
@@ -348,22 +352,21 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (De
         };
         (d, refs)
     };
-    if keep {
-        let (mut decoded, mut offsets) = (Vec::new(), Vec::new());
-        let (mut d, refs) = fill(&mut decoded, &mut offsets);
-        // Kept for the whole run: no spare capacity.
-        decoded.shrink_to_fit();
-        offsets.shrink_to_fit();
-        d.decoded = decoded;
-        d.offsets = offsets;
-        return (d, refs);
-    }
-    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-        Ok(mut scratch) => {
-            let (decoded, offsets) = &mut *scratch;
-            fill(decoded, offsets)
+    SCRATCH.with(|scratch| {
+        let mut own = (Vec::new(), Vec::new());
+        let mut borrowed = scratch.try_borrow_mut();
+        let (decoded, offsets) = match borrowed.as_deref_mut() {
+            Ok(scratch) => scratch,
+            Err(_) => &mut own,
+        };
+        let (mut d, refs) = fill(decoded, offsets);
+        if keep {
+            // Decoded into the reused buffers, then copied once at the exact size (no growing
+            // and shrinking of a fresh buffer per function).
+            d.decoded = decoded.as_slice().to_vec();
+            d.offsets = offsets.as_slice().to_vec();
         }
-        Err(_) => fill(&mut Vec::new(), &mut Vec::new()),
+        (d, refs)
     })
 }
 
@@ -615,6 +618,7 @@ pub fn build_from(
             insns,
             decoded,
             offsets,
+            hashes: None,
             blocks: Vec::new(),
         };
     }
@@ -638,6 +642,7 @@ pub fn build_from(
             insns,
             decoded,
             offsets,
+            hashes: None,
             blocks: Vec::new(),
         };
     }
@@ -648,6 +653,7 @@ pub fn build_from(
             insns,
             decoded,
             offsets,
+            hashes: None,
             blocks: Vec::new(),
         };
     };
@@ -744,6 +750,7 @@ pub fn build_from(
             insns,
             decoded,
             offsets,
+            hashes: None,
             blocks: Vec::new(),
         };
     }
@@ -821,6 +828,7 @@ pub fn build_from(
         insns,
         decoded,
         offsets,
+        hashes: None,
         blocks,
     }
 }

@@ -3,17 +3,15 @@
 //!
 //! Per profiled function (any function a record starts or ends in), in address order: `fid`
 //! (BOLT's function number: symbol functions in address order, then PLT entries, then the PLT
-//! header), `hash` (xxh3 of LLVM opcode names, see [`block_hash::function_hash`]), `exec` (entries at offset 0),
+//! header), `hash` (xxh3 of LLVM opcode names, see [`crate::block_hash::function_hash`]), `exec` (entries at offset 0),
 //! `nblocks`, and the blocks that are entry points or carry counts, with every CFG successor (zero
 //! counts included), call sites and block hashes ([`crate::block_hash`]).
 
 use pcmap_bat::BatTable;
 use pcmap_profile::yaml;
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregator, BranchProfile, Loc};
-use crate::block_hash;
 use crate::cfg::Flow;
 use pcmap_binary::bolt::{BoltFunction, FunctionKind};
 
@@ -41,67 +39,102 @@ pub fn function_ids(agg: &Aggregator<'_, '_>) -> Vec<u32> {
     ids
 }
 
+/// One record of a branch aggregation.
+type Record = (crate::aggregate::RecordKey, crate::preagg::TraceCounts);
+
 /// What the YAML writers need from a branch aggregation, indexed once: the records of each
 /// source function and the entry counts of each target (perf2bolt's `Data` and `EntryData`).
 struct Index<'p> {
     profile: &'p BranchProfile,
     ids: Vec<u32>,
-    /// Record indices per source function (entries from unknown code excluded), in fdata order
-    /// (hence by source offset).
-    by_func: FxHashMap<u32, Vec<usize>>,
-    /// Entry counts per function and offset: branches from another function, from unknown
-    /// code, or to offset 0 (perf2bolt treats a recursive call as an inter-function branch).
-    entries: FxHashMap<u32, FxHashMap<u64, u64>>,
+    /// The records of each source function (entries from unknown code excluded), in fdata
+    /// order (hence by source offset): `by_func[ranges[f].0..ranges[f].1]`, record indices.
+    by_func: Vec<u32>,
+    ranges: Vec<(u32, u32)>,
+    /// Entry counts by (function, offset), sorted: branches from another function, from
+    /// unknown code, or to offset 0 (perf2bolt treats a recursive call as an inter-function
+    /// branch).
+    entries: Vec<((u32, u64), u64)>,
     /// Whether a function has any record (perf2bolt's `hasProfile`).
     profiled: Vec<bool>,
 }
 
 impl<'p> Index<'p> {
     fn new(agg: &Aggregator<'_, '_>, profile: &'p BranchProfile) -> Self {
-        let mut by_func: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
-        let mut entries: FxHashMap<u32, FxHashMap<u64, u64>> = FxHashMap::default();
-        let profiled = profile.profiled_functions(agg.image().functions().len());
-        for (i, (k, c)) in profile.records.iter().enumerate() {
-            if let Loc::Func(t, off) = k.to {
-                let inter = k.external_entry || t != k.func || off == 0;
-                if inter {
-                    let e = entries.entry(t).or_default().entry(off).or_default();
-                    *e = e.wrapping_add(c.count);
-                }
+        let num_functions = agg.image().functions().len();
+        let mut entries: Vec<((u32, u64), u64)> = Vec::new();
+        let profiled = profile.profiled_functions(num_functions);
+        let records = &profile.records;
+        for (k, c) in records {
+            if let Loc::Func(t, off) = k.to
+                && (k.external_entry || t != k.func || off == 0)
+            {
+                entries.push(((t, off), c.count));
             }
-            if !k.external_entry {
-                by_func.entry(k.func).or_default().push(i);
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        entries.dedup_by(|(k, c), (lk, lc)| {
+            if k != lk {
+                return false;
             }
+            *lc = lc.wrapping_add(*c);
+            true
+        });
+        // fdata order groups each function's records: then they are taken in place; a stable
+        // sort by function otherwise.
+        let mut by_func: Vec<u32> = (0..records.len() as u32)
+            .filter(|&i| !records[i as usize].0.external_entry)
+            .collect();
+        let func = |i: u32| records[i as usize].0.func;
+        let mut seen = vec![false; num_functions];
+        let grouped = by_func.chunk_by(|&a, &b| func(a) == func(b)).all(|run| {
+            let f = func(run[0]) as usize;
+            !std::mem::replace(&mut seen[f], true)
+        });
+        if !grouped {
+            by_func.sort_by_key(|&i| func(i));
+        }
+        let mut ranges = vec![(0u32, 0u32); num_functions];
+        let mut start = 0;
+        for run in by_func.chunk_by(|&a, &b| func(a) == func(b)) {
+            let end = start + run.len() as u32;
+            ranges[func(run[0]) as usize] = (start, end);
+            start = end;
         }
         Self {
             profile,
             ids: function_ids(agg),
             by_func,
+            ranges,
             entries,
             profiled,
         }
     }
 
-    fn records_of(&self, func: usize) -> &[usize] {
-        self.by_func.get(&(func as u32)).map_or(&[], Vec::as_slice)
+    /// The records of `func` (indices into the profile's records).
+    fn records_of(&self, func: usize) -> &[u32] {
+        let (lo, hi) = self.ranges.get(func).copied().unwrap_or_default();
+        &self.by_func[lo as usize..hi as usize]
     }
 
-    /// The records of `func` whose source offset lies in `[start, end)`.
-    fn records_from(&self, func: usize, start: u64, end: u64) -> &[usize] {
-        let recs = self.records_of(func);
-        let from = |ri: &usize| self.profile.records[*ri].0.from;
-        let lo = recs.partition_point(|ri| from(ri) < start);
-        let hi = recs.partition_point(|ri| from(ri) < end);
-        &recs[lo..hi]
+    /// The record `ri`.
+    fn record(&self, ri: u32) -> &Record {
+        &self.profile.records[ri as usize]
+    }
+
+    /// The entry counts of `func`, by offset.
+    fn entries_of(&self, func: usize) -> &[((u32, u64), u64)] {
+        let f = func as u32;
+        let lo = self.entries.partition_point(|e| e.0.0 < f);
+        let hi = lo + self.entries[lo..].partition_point(|e| e.0.0 == f);
+        &self.entries[lo..hi]
     }
 
     /// The entry count of `func` at `offset`.
     fn entry_count(&self, func: usize, offset: u64) -> u64 {
         self.entries
-            .get(&(func as u32))
-            .and_then(|e| e.get(&offset))
-            .copied()
-            .unwrap_or(0)
+            .binary_search_by_key(&(func as u32, offset), |e| e.0)
+            .map_or(0, |i| self.entries[i].1)
     }
 }
 
@@ -143,7 +176,8 @@ fn header(
 /// For a BOLT-optimized binary (BAT mode), as perf2bolt's `writeBATYAML`: first the profiled
 /// functions BOLT did not rewrite (no BAT entry), converted from their CFG, in address order;
 /// then the BAT functions in name order, whose hashes, block count and blocks come from the BAT
-/// table (see [`bat_function`]).
+/// table (see [`bat_function`]). [`write_branch_profile`] writes the same document without
+/// building it.
 pub fn branch_profile(
     agg: &Aggregator<'_, '_>,
     profile: &BranchProfile,
@@ -151,6 +185,51 @@ pub fn branch_profile(
     events: &[String],
 ) -> yaml::Profile {
     branch_profile_with(agg, profile, binary_name, events, YamlOptions::default())
+}
+
+/// The functions of a branch profile in output order: those converted from their CFG (address
+/// order), then the BAT functions (name order).
+struct Plan<'p> {
+    index: Index<'p>,
+    cfg_functions: Vec<usize>,
+    bat_functions: Vec<usize>,
+}
+
+impl<'p> Plan<'p> {
+    fn new(agg: &Aggregator<'_, '_>, profile: &'p BranchProfile) -> Self {
+        let funcs = agg.image().functions();
+        let index = Index::new(agg, profile);
+        let is_bat_function = |fi: usize| {
+            agg.bat()
+                .is_some_and(|b| b.is_bat_function(funcs[fi].address))
+        };
+        let (cfg_functions, mut bat_functions): (Vec<usize>, Vec<usize>) = (0..funcs.len())
+            .filter(|&fi| index.profiled[fi])
+            .partition(|&fi| !is_bat_function(fi));
+        bat_functions.sort_by_key(|&fi| agg.name_rank(fi));
+        // Entry points before the parallel CFG builds (a no-op after aggregation).
+        agg.prepare(Some(&index.profiled));
+        Plan {
+            index,
+            cfg_functions,
+            bat_functions,
+        }
+    }
+
+    /// The header's profile flags. Outside BAT mode, BOLT's YAML writer takes them from the
+    /// first profiled function with blocks: none when no written function has a CFG.
+    fn flags(&self, agg: &Aggregator<'_, '_>) -> u16 {
+        let any_blocks = || {
+            self.cfg_functions
+                .par_iter()
+                .any(|&fi| !agg.cfg(fi).blocks.is_empty())
+        };
+        if agg.is_bat() || any_blocks() {
+            yaml::PF_LBR
+        } else {
+            0
+        }
+    }
 }
 
 /// [`branch_profile`] with writer options.
@@ -161,45 +240,116 @@ pub fn branch_profile_with(
     events: &[String],
     opts: YamlOptions,
 ) -> yaml::Profile {
-    let funcs = agg.image().functions();
-    let index = Index::new(agg, profile);
+    let plan = Plan::new(agg, profile);
     let mut out = yaml::Profile {
-        header: header(agg, binary_name, events, yaml::PF_LBR, opts),
+        header: header(agg, binary_name, events, plan.flags(agg), opts),
         ..Default::default()
     };
-    let is_bat_function = |fi: usize| {
-        agg.bat()
-            .is_some_and(|b| b.is_bat_function(funcs[fi].address))
-    };
-    let hash_ctx = block_hash::Context::new(agg.image());
-    // Entry points before the parallel CFG builds below (a no-op after aggregation).
-    agg.prepare(Some(&index.profiled));
     // Functions are independent (CFG, block hashes, counts): convert them in parallel; an
     // indexed parallel iterator keeps address order.
-    out.functions = (0..funcs.len())
-        .into_par_iter()
-        .filter(|&fi| index.profiled[fi] && !is_bat_function(fi))
-        .map(|fi| cfg_function(agg, &index, &hash_ctx, fi, opts.dfs_order))
+    out.functions = plan
+        .cfg_functions
+        .par_iter()
+        .map_init(Scratch::default, |scratch, &fi| {
+            let mut f = Build::default();
+            cfg_function(agg, &plan.index, fi, opts.dfs_order, scratch, &mut f);
+            f.0
+        })
         .collect();
     if let Some(bat) = agg.bat() {
-        let mut bat_funcs: Vec<usize> = (0..funcs.len())
-            .filter(|&fi| index.profiled[fi] && is_bat_function(fi))
-            .collect();
-        bat_funcs.sort_by_key(|&fi| agg.name_rank(fi));
-        for fi in bat_funcs {
-            out.functions.push(bat_function(agg, bat, &index, fi));
+        for &fi in &plan.bat_functions {
+            out.functions.push(bat_function(agg, bat, &plan.index, fi));
         }
-    } else {
-        no_flags_without_blocks(&mut out);
     }
     out
 }
 
-/// Outside BAT mode, BOLT's YAML writer takes the header's profile flags from the first profiled
-/// function with blocks: none when no written function has a CFG.
-fn no_flags_without_blocks(profile: &mut yaml::Profile) {
-    if !profile.functions.iter().any(|f| f.num_basic_blocks > 0) {
-        profile.header.flags = 0;
+/// Write the YAML profile of a branch aggregation ([`branch_profile_with`]'s document, byte
+/// for byte) to `w` without building it: functions are converted and formatted in parallel
+/// slices, each block written from the converter's buffers. Returns the number of functions.
+pub fn write_branch_profile<W: std::io::Write + ?Sized>(
+    w: &mut W,
+    agg: &Aggregator<'_, '_>,
+    profile: &BranchProfile,
+    binary_name: &str,
+    events: &[String],
+    opts: YamlOptions,
+) -> std::io::Result<u64> {
+    let plan = Plan::new(agg, profile);
+    let header = header(agg, binary_name, events, plan.flags(agg), opts);
+    let n = plan.cfg_functions.len() + plan.bat_functions.len();
+    let functions = |w: &mut W| {
+        pcmap_profile::write_in_parallel(w, &plan.cfg_functions, 64, |buf, fis| {
+            let mut scratch = Scratch::default();
+            for &fi in fis {
+                cfg_function(agg, &plan.index, fi, opts.dfs_order, &mut scratch, buf);
+            }
+        })?;
+        if let Some(bat) = agg.bat() {
+            for &fi in &plan.bat_functions {
+                yaml::write_function(w, &bat_function(agg, bat, &plan.index, fi))?;
+            }
+        }
+        Ok(())
+    };
+    let write_opts = yaml::WriteOptions::default();
+    yaml::write_document(
+        w,
+        &header,
+        n > 0,
+        functions,
+        &Default::default(),
+        &write_opts,
+    )?;
+    Ok(n as u64)
+}
+
+/// Where [`cfg_function`] puts a converted function: its keys, then its blocks.
+trait Emit {
+    fn head(&mut self, head: yaml::FunctionHead<'_>, has_blocks: bool);
+    fn block(&mut self, block: yaml::BlockRef<'_>);
+}
+
+/// A function built as a [`yaml::Function`].
+#[derive(Default)]
+struct Build(yaml::Function);
+
+impl Emit for Build {
+    fn head(&mut self, h: yaml::FunctionHead<'_>, _: bool) {
+        self.0 = yaml::Function {
+            name: h.name.to_string(),
+            id: h.id,
+            hash: h.hash,
+            exec_count: h.exec_count,
+            extern_entry_count: h.extern_entry_count,
+            num_basic_blocks: h.num_basic_blocks,
+            ..Default::default()
+        };
+    }
+
+    fn block(&mut self, b: yaml::BlockRef<'_>) {
+        self.0.blocks.push(yaml::Block {
+            index: b.index,
+            num_instructions: b.num_instructions,
+            hash: b.hash,
+            exec_count: b.exec_count,
+            event_count: b.event_count,
+            calls: b.calls.to_vec(),
+            successors: b.successors.to_vec(),
+            ..Default::default()
+        });
+    }
+}
+
+/// A function written as YAML text.
+impl Emit for Vec<u8> {
+    fn head(&mut self, head: yaml::FunctionHead<'_>, has_blocks: bool) {
+        // Writing into a Vec cannot fail.
+        let _ = yaml::write_function_head(self, &head, has_blocks);
+    }
+
+    fn block(&mut self, block: yaml::BlockRef<'_>) {
+        let _ = yaml::write_block(self, &block, &yaml::WriteOptions::default());
     }
 }
 
@@ -259,29 +409,48 @@ fn bat_call_discriminator(agg: &Aggregator<'_, '_>, fi: usize, target: u64) -> u
     })
 }
 
-/// One function converted from its CFG (perf2bolt's `YAMLProfileWriter::convert`).
+/// The buffers [`cfg_function`] reuses from function to function.
+#[derive(Default)]
+struct Scratch {
+    incoming: Vec<u64>,
+    /// Block `bi`'s successors are `succs[succ_start[bi]..succ_start[bi + 1]]`; its call
+    /// sites likewise.
+    succs: Vec<yaml::Successor>,
+    succ_start: Vec<usize>,
+    calls: Vec<yaml::CallSite>,
+    call_start: Vec<usize>,
+    /// The blocks written, in output order.
+    written: Vec<u32>,
+    /// Each block's number in the output order.
+    position: Vec<u32>,
+    /// One block's successors renumbered.
+    renumbered: Vec<yaml::Successor>,
+}
+
+/// One function converted from its CFG (perf2bolt's `YAMLProfileWriter::convert`) into `out`.
 fn cfg_function(
     agg: &Aggregator<'_, '_>,
     index: &Index<'_>,
-    hash_ctx: &block_hash::Context<'_, '_>,
     fi: usize,
     dfs: bool,
-) -> yaml::Function {
+    scratch: &mut Scratch,
+    out: &mut impl Emit,
+) {
     let image = agg.image();
     let f = &image.functions()[fi];
-    let profile = index.profile;
     let ids = &index.ids;
     let cfg = agg.cfg(fi);
     let exec = index.entry_count(fi, 0);
     let dfs_order = (dfs && cfg.simple).then(|| cfg.dfs_order());
-    // The function hash and the block hashes come from one pass.
-    let (function_hash, hashes, _) = if cfg.simple {
-        block_hash::hashes_in_order(hash_ctx, f, cfg, dfs_order.as_deref())
-    } else {
-        (0, Vec::new(), Default::default())
-    };
-    let mut yf = yaml::Function {
-        name: f.profile_name(agg.is_bat()).to_string(),
+    // The function hash and the block hashes, computed when the CFG was built.
+    let hashes = cfg.simple.then(|| agg.hashes(fi, dfs));
+    let function_hash = hashes
+        .as_ref()
+        .and_then(|h| h.function_in(dfs))
+        .unwrap_or(0);
+    let block_hashes: &[u64] = hashes.as_ref().map_or(&[], |h| &h.blocks);
+    let head = yaml::FunctionHead {
+        name: f.profile_name(agg.is_bat()),
         id: ids[fi],
         hash: function_hash,
         exec_count: exec,
@@ -289,18 +458,28 @@ fn cfg_function(
         ..Default::default()
     };
     if !cfg.simple {
-        return yf;
+        out.head(head, false);
+        return;
     }
     // Edge counts and call sites of every block first (flat, no allocation per block): only
     // the blocks with counts, and entry blocks, become YAML blocks.
     let n = cfg.blocks.len();
-    let mut incoming = vec![0u64; n];
-    // Block `bi`'s successors are `succs[succ_start[bi]..succ_start[bi + 1]]`; its call sites
-    // likewise.
-    let mut succs: Vec<yaml::Successor> = Vec::new();
-    let mut succ_start: Vec<usize> = Vec::with_capacity(n + 1);
-    let mut calls: Vec<yaml::CallSite> = Vec::new();
-    let mut call_start: Vec<usize> = Vec::with_capacity(n + 1);
+    let Scratch {
+        incoming,
+        succs,
+        succ_start,
+        calls,
+        call_start,
+        written,
+        position,
+        renumbered,
+    } = scratch;
+    incoming.clear();
+    incoming.resize(n, 0);
+    succs.clear();
+    succ_start.clear();
+    calls.clear();
+    call_start.clear();
     let call_site = |offset, dest_id, entry_discriminator, count, mispreds| yaml::CallSite {
         offset,
         dest_id,
@@ -309,11 +488,24 @@ fn cfg_function(
         mispreds,
         ..Default::default()
     };
+    // The function's records by source offset; blocks come in offset order, so each block's
+    // run follows the previous one's.
+    let mut rest = index.records_of(fi);
     for (bi, b) in cfg.blocks.iter().enumerate() {
         succ_start.push(succs.len());
         call_start.push(calls.len());
         // Every record that counts for the block has its source in the block.
-        let recs = index.records_from(fi, u64::from(b.offset), u64::from(b.end));
+        let from = |ri: &u32| index.record(*ri).0.from;
+        let skip = rest
+            .iter()
+            .take_while(|ri| from(ri) < u64::from(b.offset))
+            .count();
+        rest = &rest[skip..];
+        let len = rest
+            .iter()
+            .take_while(|ri| from(ri) < u64::from(b.end))
+            .count();
+        let recs = &rest[..len];
         // Edge counts come from the block's branch instructions (the last one, or the
         // conditional branch of a `jcc; jmp` pair) and fall-through records.
         let last = cfg.last_insn(bi).map(|i| u64::from(i.offset));
@@ -327,7 +519,7 @@ fn cfg_function(
             let so = u64::from(cfg.blocks[s as usize].offset);
             let (mut cnt, mut mis) = (0u64, 0u64);
             for &ri in recs {
-                let (k, c) = &profile.records[ri];
+                let (k, c) = index.record(ri);
                 // A branch to its own address is ignored (`recordBranch`: `From == To`).
                 if so != 0 && k.to == Loc::Func(fi as u32, so) && k.from != so && is_source(k.from)
                 {
@@ -347,15 +539,18 @@ fn cfg_function(
         // total count; an indirect one an entry per recorded destination.
         let mut direct: Option<(u64, usize)> = None;
         for &ri in recs {
-            let (k, c) = &profile.records[ri];
+            let (k, c) = index.record(ri);
             let inter = match k.to {
                 Loc::Unknown => true,
                 Loc::Func(t, off) => t as usize != fi || off == 0,
             };
+            if !inter {
+                continue;
+            }
             let Some(insn) = cfg.insn_at(k.from) else {
                 continue;
             };
-            if !inter || !(insn.is_call() || insn.flow == Flow::IndirectJump) {
+            if !(insn.is_call() || insn.flow == Flow::IndirectJump) {
                 continue;
             }
             let offset = (k.from - u64::from(b.offset)) as u32;
@@ -397,26 +592,55 @@ fn cfg_function(
     call_start.push(calls.len());
     // Blocks in input order, or with `--profile-use-dfs` in depth-first order and numbered in
     // that order (successors too); unreachable blocks are then not written.
-    let order: Vec<u32> = dfs_order.unwrap_or_else(|| (0..n as u32).collect());
-    let mut position: Vec<Option<u32>> = vec![None; n];
-    for (pos, &b) in order.iter().enumerate() {
-        position[b as usize] = Some(pos as u32);
+    position.clear();
+    match &dfs_order {
+        Some(order) => {
+            position.resize(n, u32::MAX);
+            for (pos, &b) in order.iter().enumerate() {
+                position[b as usize] = pos as u32;
+            }
+        }
+        None => position.extend(0..n as u32),
     }
-    let mut blocks: Vec<yaml::Block> = Vec::new();
-    for &b in &order {
+    let number = |b: u32| match position[b as usize] {
+        u32::MAX => b,
+        p => p,
+    };
+    written.clear();
+    let mut consider = |bi: usize| {
+        let out_edges = succs[succ_start[bi]..succ_start[bi + 1]]
+            .iter()
+            .any(|s| s.count > 0);
+        let has_calls = calls[call_start[bi]..call_start[bi + 1]]
+            .iter()
+            .any(|c| c.count > 0);
+        if cfg.blocks[bi].is_entry || out_edges || has_calls || incoming[bi] > 0 {
+            written.push(bi as u32);
+        }
+    };
+    match &dfs_order {
+        Some(order) => order.iter().for_each(|&b| consider(b as usize)),
+        None => (0..n).for_each(consider),
+    }
+    out.head(head, !written.is_empty());
+    for &b in written.iter() {
         let bi = b as usize;
         let block = &cfg.blocks[bi];
         let block_succs = &succs[succ_start[bi]..succ_start[bi + 1]];
-        let block_calls = &calls[call_start[bi]..call_start[bi + 1]];
-        let out_edges = block_succs.iter().any(|s| s.count > 0);
-        let has_calls = block_calls.iter().any(|c| c.count > 0);
-        if !(block.is_entry || out_edges || has_calls || incoming[bi] > 0) {
-            continue;
-        }
-        blocks.push(yaml::Block {
-            index: position[bi].unwrap_or(b),
+        let successors = if dfs_order.is_some() {
+            renumbered.clear();
+            renumbered.extend(block_succs.iter().map(|s| yaml::Successor {
+                index: number(s.index),
+                ..*s
+            }));
+            &renumbered[..]
+        } else {
+            block_succs
+        };
+        out.block(yaml::BlockRef {
+            index: number(b),
             num_instructions: block.end_insn - block.first_insn,
-            hash: hashes
+            hash: block_hashes
                 .get(bi)
                 .copied()
                 .unwrap_or(u64::from(block.offset) & 0xffff),
@@ -425,19 +649,11 @@ fn cfg_function(
             } else {
                 0
             },
-            successors: block_succs
-                .iter()
-                .map(|s| yaml::Successor {
-                    index: position[s.index as usize].unwrap_or(s.index),
-                    ..*s
-                })
-                .collect(),
-            calls: block_calls.to_vec(),
+            successors,
+            calls: &calls[call_start[bi]..call_start[bi + 1]],
             ..Default::default()
         });
     }
-    yf.blocks = blocks;
-    yf
 }
 
 /// One function BOLT rewrote, from the BAT table and its records (perf2bolt's `writeBATYAML`):
@@ -486,7 +702,7 @@ fn bat_function(
         Some((u64::from(*o), b.index as usize))
     };
     for &ri in index.records_of(fi) {
-        let (k, c) = &index.profile.records[ri];
+        let (k, c) = index.record(ri);
         // perf2bolt stops with "invalid BAT section" when a source precedes every block; a
         // block index past `nblocks` would be out of bounds there. Neither happens with a
         // table llvm-bolt wrote; such records are skipped here.
@@ -526,7 +742,7 @@ fn bat_function(
         }
     }
     // Entry counts land on exact block starts only.
-    for (&off, &count) in index.entries.get(&(fi as u32)).into_iter().flatten() {
+    for &((_, off), count) in index.entries_of(fi) {
         let Ok(i) = block_map.binary_search_by_key(&off, |(o, _)| u64::from(*o)) else {
             continue;
         };
@@ -564,6 +780,14 @@ fn block_at(
     (pos < num_blocks).then(|| blocks.entry(pos).or_default())
 }
 
+/// Outside BAT mode, BOLT's YAML writer takes the header's profile flags from the first profiled
+/// function with blocks: none when no written function has a CFG.
+fn no_flags_without_blocks(profile: &mut yaml::Profile) {
+    if !profile.functions.iter().any(|f| f.num_basic_blocks > 0) {
+        profile.header.flags = 0;
+    }
+}
+
 /// Build the YAML profile of a basic-sample aggregation: perf2bolt attaches no samples to blocks
 /// in this mode, so every sampled function appears with `exec: 0` and no blocks (and for a
 /// BOLT-optimized binary, `functions: []`).
@@ -587,7 +811,6 @@ pub fn sample_profile_with(
 ) -> yaml::Profile {
     let image = agg.image();
     let ids = function_ids(agg);
-    let hash_ctx = block_hash::Context::new(image);
     let sampled = samples.profiled_functions(image.functions().len());
     let mut out = yaml::Profile {
         header: header(agg, binary_name, events, yaml::PF_SAMPLE, opts),
@@ -606,8 +829,8 @@ pub fn sample_profile_with(
             name: f.name().to_string(),
             id: ids[fi],
             hash: if cfg.simple {
-                let order = opts.dfs_order.then(|| cfg.dfs_order());
-                block_hash::function_hash_in_order(&hash_ctx, f, cfg, order.as_deref()).0
+                let hashes = agg.hashes(fi, opts.dfs_order);
+                hashes.function_in(opts.dfs_order).unwrap_or(0)
             } else {
                 0
             },

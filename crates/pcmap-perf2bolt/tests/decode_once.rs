@@ -39,3 +39,53 @@ fn every_function_is_decoded_once() {
     );
     assert_eq!(agg.decoded_functions(), regular);
 }
+
+/// The streamed YAML writer (`write_branch_profile`, what `pcmap perf2bolt` writes) writes the
+/// document `branch_profile_with` builds, byte for byte, in input and in depth-first order; with
+/// the hashes kept in the CFGs, or computed on demand by an aggregator that does not hash.
+#[test]
+fn streamed_yaml_is_the_built_document() {
+    let bin = tk::build(
+        "perf2bolt-p1",
+        &["perf2bolt/p1.c"],
+        &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+    );
+    let funcs = support::disassemble(&bin);
+    let text = support::generate(&funcs, 1500, 7, false);
+    let data = std::fs::read(&bin).unwrap();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = BoltFunctions::discover(&binary).unwrap();
+    let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();
+    let events = ["cycles".to_string()];
+    let mut reference: Option<Vec<u8>> = None;
+    for dfs_order in [false, true] {
+        let opts = yaml::YamlOptions { dfs_order };
+        for hashing in [true, false] {
+            let agg = Aggregator::new(&image);
+            let agg = match (hashing, dfs_order) {
+                (true, true) => agg.with_hashing().with_dfs_function_hashes(),
+                (true, false) => agg.with_hashing(),
+                (false, _) => agg,
+            };
+            let profile = agg.aggregate_traces(&parsed, &|_| {});
+            let built = yaml::branch_profile_with(&agg, &profile, "p1", &events, opts);
+            let mut want = Vec::new();
+            pcmap_profile::yaml::write(&mut want, &built).unwrap();
+            let mut got = Vec::new();
+            let n =
+                yaml::write_branch_profile(&mut got, &agg, &profile, "p1", &events, opts).unwrap();
+            assert_eq!(n, built.functions.len() as u64);
+            assert!(
+                got == want,
+                "dfs {dfs_order}, hashing {hashing}: the streamed YAML differs from the built one"
+            );
+            if !dfs_order {
+                // The same document whether or not the CFGs kept their hashes.
+                match &reference {
+                    Some(r) => assert!(*r == got, "hashing changes the document"),
+                    None => reference = Some(got),
+                }
+            }
+        }
+    }
+}

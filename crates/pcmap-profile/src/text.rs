@@ -78,23 +78,52 @@ pub(crate) fn show(s: &[u8]) -> String {
 /// Write `items` as text: `format` appends the text of a slice of at most `slice` items to a
 /// buffer. Slices are formatted in parallel and written in order, so the output is what one
 /// sequential pass would write (the fdata and YAML writers of large profiles spend most of their
-/// time formatting numbers).
+/// time formatting numbers). The text is never held whole: a round of a few slices per thread
+/// is formatted (into buffers reused from round to round) while the calling thread writes the
+/// previous round.
 pub fn write_in_parallel<T: Sync>(
     w: &mut (impl Write + ?Sized),
     items: &[T],
     slice: usize,
     format: impl Fn(&mut Vec<u8>, &[T]) + Sync,
 ) -> io::Result<()> {
-    let parts: Vec<Vec<u8>> = items
-        .par_chunks(slice.max(1))
-        .map(|part| {
-            let mut buf = Vec::new();
-            format(&mut buf, part);
-            buf
-        })
-        .collect();
-    for part in parts {
-        w.write_all(&part)?;
+    let slice = slice.max(1);
+    let round = slice * rayon::current_num_threads().max(1) * 8;
+    // Format `part` into the first buffers of `bufs`; returns how many it used.
+    let format_round = |bufs: &mut Vec<Vec<u8>>, part: &[T]| -> usize {
+        let n = part.len().div_ceil(slice);
+        if bufs.len() < n {
+            bufs.resize_with(n, Vec::new);
+        }
+        bufs[..n]
+            .par_iter_mut()
+            .zip(part.par_chunks(slice))
+            .for_each(|(buf, items)| {
+                buf.clear();
+                format(buf, items);
+            });
+        n
+    };
+    let mut rounds = items.chunks(round);
+    let (mut ready, mut next): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+    let mut n_ready = rounds
+        .next()
+        .map_or(0, |part| format_round(&mut ready, part));
+    while n_ready > 0 {
+        let part = rounds.next();
+        let mut n_next = 0;
+        let mut written = Ok(());
+        rayon::in_place_scope(|s| {
+            if let Some(part) = part {
+                let (next, n_next) = (&mut next, &mut n_next);
+                let format_round = &format_round;
+                s.spawn(move |_| *n_next = format_round(next, part));
+            }
+            written = ready[..n_ready].iter().try_for_each(|buf| w.write_all(buf));
+        });
+        written?;
+        std::mem::swap(&mut ready, &mut next);
+        n_ready = n_next;
     }
     Ok(())
 }

@@ -16,7 +16,8 @@ mod write;
 
 pub use read::{Error, ErrorKind, parse, parse_with};
 pub use write::{
-    WriteOptions, write, write_function, write_function_with, write_header, write_with,
+    WriteOptions, write, write_block, write_document, write_function, write_function_head,
+    write_function_with, write_header, write_with,
 };
 
 /// `profile-flags` bit: LBR (branch) profile (`lbr`).
@@ -136,6 +137,64 @@ pub struct Block {
     pub pseudo_probes_str: String,
 }
 
+impl Block {
+    /// The block with its sequences borrowed (what [`write_block`] writes).
+    pub fn view(&self) -> BlockRef<'_> {
+        BlockRef {
+            index: self.index,
+            num_instructions: self.num_instructions,
+            hash: self.hash,
+            exec_count: self.exec_count,
+            event_count: self.event_count,
+            calls: &self.calls,
+            successors: &self.successors,
+            pseudo_probes: &self.pseudo_probes,
+            pseudo_probes_str: &self.pseudo_probes_str,
+        }
+    }
+}
+
+/// A [`Block`] whose sequences are borrowed: a writer of large profiles writes blocks from its
+/// own buffers ([`write_block`]) without building a [`Block`] for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BlockRef<'a> {
+    /// `bid`.
+    pub index: u32,
+    /// `insns`.
+    pub num_instructions: u32,
+    /// `hash`, default 0.
+    pub hash: u64,
+    /// `exec`, default 0.
+    pub exec_count: u64,
+    /// `events`, default 0.
+    pub event_count: u64,
+    /// `calls`.
+    pub calls: &'a [CallSite],
+    /// `succ`.
+    pub successors: &'a [Successor],
+    /// `probes`.
+    pub pseudo_probes: &'a [PseudoProbeInfo],
+    /// `probe`, default empty.
+    pub pseudo_probes_str: &'a str,
+}
+
+/// The keys of a [`Function`] before its blocks (what [`write_function_head`] writes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FunctionHead<'a> {
+    /// `name`.
+    pub name: &'a str,
+    /// `fid`.
+    pub id: u32,
+    /// `hash`.
+    pub hash: u64,
+    /// `exec`.
+    pub exec_count: u64,
+    /// `extern`, default 0.
+    pub extern_entry_count: u64,
+    /// `nblocks`.
+    pub num_basic_blocks: u32,
+}
+
 /// One entry of a function's `inline_tree` flow sequence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InlineTreeNode {
@@ -168,6 +227,20 @@ pub struct Function {
     pub inline_tree: Vec<InlineTreeNode>,
     /// `ppit` (encoded inline tree), default empty.
     pub inline_tree_str: String,
+}
+
+impl Function {
+    /// The keys before the blocks.
+    pub fn head(&self) -> FunctionHead<'_> {
+        FunctionHead {
+            name: &self.name,
+            id: self.id,
+            hash: self.hash,
+            exec_count: self.exec_count,
+            extern_entry_count: self.extern_entry_count,
+            num_basic_blocks: self.num_basic_blocks,
+        }
+    }
 }
 
 /// The optional `pseudo_probe_desc` mapping.

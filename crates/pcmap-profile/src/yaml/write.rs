@@ -5,7 +5,10 @@
 
 use std::io::{self, Write};
 
-use super::{Block, Function, HashFunction, Header, PF_LBR, PF_MEMEVENT, PF_SAMPLE, Profile};
+use super::{
+    BlockRef, Function, FunctionHead, HashFunction, Header, PF_LBR, PF_MEMEVENT, PF_SAMPLE,
+    Profile, PseudoProbeDesc,
+};
 
 /// Buffered output helpers with YAMLIO's conventions.
 struct Out<'w, W: Write + ?Sized> {
@@ -322,7 +325,17 @@ pub fn write_header<W: Write + ?Sized>(w: &mut W, h: &Header) -> io::Result<()> 
     Ok(())
 }
 
-fn write_block<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &Block) -> io::Result<()> {
+/// Write one item of a function's `blocks` sequence (after [`write_function_head`]).
+pub fn write_block<W: Write + ?Sized>(
+    w: &mut W,
+    b: &BlockRef<'_>,
+    opts: &WriteOptions,
+) -> io::Result<()> {
+    // A block starts a line: column 0.
+    write_block_to(&mut Out::new(w, opts.wrap_column), b)
+}
+
+fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io::Result<()> {
     o.raw(b"      - ")?;
     o.key_here("bid")?;
     o.dec(b.index.into())?;
@@ -422,7 +435,7 @@ fn write_block<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &Block) -> io::Result<(
     }
     if !b.pseudo_probes_str.is_empty() {
         o.key(8, "probe")?;
-        o.string(&b.pseudo_probes_str)?;
+        o.string(b.pseudo_probes_str)?;
         o.raw(b"\n")?;
     }
     Ok(())
@@ -440,32 +453,9 @@ pub fn write_function_with<W: Write + ?Sized>(
     opts: &WriteOptions,
 ) -> io::Result<()> {
     let mut o = Out::new(w, opts.wrap_column);
-    o.raw(b"  - ")?;
-    o.key_here("name")?;
-    o.string(&f.name)?;
-    o.raw(b"\n")?;
-    o.key(4, "fid")?;
-    o.dec(f.id.into())?;
-    o.raw(b"\n")?;
-    o.key(4, "hash")?;
-    o.hex(f.hash)?;
-    o.raw(b"\n")?;
-    o.key(4, "exec")?;
-    o.dec(f.exec_count)?;
-    o.raw(b"\n")?;
-    if f.extern_entry_count != 0 {
-        o.key(4, "extern")?;
-        o.dec(f.extern_entry_count)?;
-        o.raw(b"\n")?;
-    }
-    o.key(4, "nblocks")?;
-    o.dec(f.num_basic_blocks.into())?;
-    o.raw(b"\n")?;
-    if !f.blocks.is_empty() {
-        o.raw(b"    blocks:\n")?;
-        for b in &f.blocks {
-            write_block(&mut o, b)?;
-        }
+    head_to(&mut o, &f.head(), !f.blocks.is_empty())?;
+    for b in &f.blocks {
+        write_block_to(&mut o, &b.view())?;
     }
     if !f.inline_tree.is_empty() {
         o.key(4, "inline_tree")?;
@@ -498,6 +488,48 @@ pub fn write_function_with<W: Write + ?Sized>(
     Ok(())
 }
 
+/// Write the start of one item of the `functions` sequence: its keys up to `nblocks`, then the
+/// `blocks` key when `has_blocks` (the blocks follow with [`write_block`]).
+pub fn write_function_head<W: Write + ?Sized>(
+    w: &mut W,
+    head: &FunctionHead<'_>,
+    has_blocks: bool,
+) -> io::Result<()> {
+    head_to(&mut Out::new(w, 0), head, has_blocks)
+}
+
+fn head_to<W: Write + ?Sized>(
+    o: &mut Out<'_, W>,
+    f: &FunctionHead<'_>,
+    has_blocks: bool,
+) -> io::Result<()> {
+    o.raw(b"  - ")?;
+    o.key_here("name")?;
+    o.string(f.name)?;
+    o.raw(b"\n")?;
+    o.key(4, "fid")?;
+    o.dec(f.id.into())?;
+    o.raw(b"\n")?;
+    o.key(4, "hash")?;
+    o.hex(f.hash)?;
+    o.raw(b"\n")?;
+    o.key(4, "exec")?;
+    o.dec(f.exec_count)?;
+    o.raw(b"\n")?;
+    if f.extern_entry_count != 0 {
+        o.key(4, "extern")?;
+        o.dec(f.extern_entry_count)?;
+        o.raw(b"\n")?;
+    }
+    o.key(4, "nblocks")?;
+    o.dec(f.num_basic_blocks.into())?;
+    o.raw(b"\n")?;
+    if has_blocks {
+        o.raw(b"    blocks:\n")?;
+    }
+    Ok(())
+}
+
 /// Layout options for [`write_with`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteOptions {
@@ -522,20 +554,45 @@ pub fn write_with<W: Write + ?Sized>(
     p: &Profile,
     opts: &WriteOptions,
 ) -> io::Result<()> {
-    let wrap = opts.wrap_column;
-    write_header(w, &p.header)?;
-    if p.functions.is_empty() {
-        w.write_all(b"functions:       []\n")?;
-    } else {
-        w.write_all(b"functions:\n")?;
+    let functions = |w: &mut W| {
         crate::write_in_parallel(w, &p.functions, 256, |buf, fs| {
             for f in fs {
                 // Writing into a Vec cannot fail.
                 let _ = write_function_with(buf, f, opts);
             }
-        })?;
+        })
+    };
+    write_document(
+        w,
+        &p.header,
+        !p.functions.is_empty(),
+        functions,
+        &p.pseudo_probe_desc,
+        opts,
+    )
+}
+
+/// Write a whole profile document whose `functions` items are written by `functions` (with
+/// [`write_function`], or [`write_function_head`] and [`write_block`]): a writer of large
+/// profiles streams them without building a [`Profile`]. `any_functions`: whether it writes
+/// any (else the sequence is `[]`).
+pub fn write_document<W: Write + ?Sized>(
+    w: &mut W,
+    header: &Header,
+    any_functions: bool,
+    functions: impl FnOnce(&mut W) -> io::Result<()>,
+    pseudo_probe_desc: &PseudoProbeDesc,
+    opts: &WriteOptions,
+) -> io::Result<()> {
+    let wrap = opts.wrap_column;
+    write_header(w, header)?;
+    if any_functions {
+        w.write_all(b"functions:\n")?;
+        functions(w)?;
+    } else {
+        w.write_all(b"functions:       []\n")?;
     }
-    let d = &p.pseudo_probe_desc;
+    let d = pseudo_probe_desc;
     if !d.is_empty() {
         let mut o = Out::new(w, wrap);
         o.raw(b"pseudo_probe_desc:\n")?;

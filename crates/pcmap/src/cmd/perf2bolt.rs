@@ -178,16 +178,15 @@ pub fn pct(num: u64, den: u64) -> String {
 /// functions written to `-o`.
 fn write_outputs(
     args: &Args,
-    make_yaml: impl Fn() -> pcmap_profile::yaml::Profile,
+    write_yaml: impl Fn(&mut dyn std::io::Write) -> std::io::Result<u64>,
     write_fdata: impl Fn(&mut dyn std::io::Write) -> std::io::Result<u64>,
 ) -> Result<u64> {
     let mut n = 0;
     if args.profile_format == ProfileFormat::Yaml {
-        let y = make_yaml();
-        n = y.functions.len() as u64;
-        crate::output::write_atomic(&args.output, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
-        // The process ends soon: freeing a million blocks one by one would only delay it.
-        std::mem::forget(y);
+        crate::output::write_atomic(&args.output, |w| {
+            n = write_yaml(w)?;
+            Ok(())
+        })?;
     } else if args.profile_format == ProfileFormat::Fdata {
         crate::output::write_atomic(&args.output, |w| {
             n = write_fdata(w)?;
@@ -195,8 +194,10 @@ fn write_outputs(
         })?;
     }
     if let Some(path) = &args.yaml {
-        let y = make_yaml();
-        crate::output::write_atomic(path, |w| Ok(pcmap_profile::yaml::write(w, &y)?))?;
+        crate::output::write_atomic(path, |w| {
+            write_yaml(w)?;
+            Ok(())
+        })?;
     }
     Ok(n)
 }
@@ -433,9 +434,13 @@ pub fn run(args: Args) -> Result<()> {
     if args.impute_trace_fall_through && !args.basic_events {
         agg.impute_fall_throughs(&mut parsed);
     }
-    // YAML profiles hash blocks: CFGs keep their decoded instructions for that.
+    // YAML profiles hash blocks: each CFG is hashed as it is built.
     let yaml_output = args.yaml.is_some() || args.profile_format == ProfileFormat::Yaml;
-    let agg = if yaml_output { agg.with_hashing() } else { agg };
+    let agg = match (yaml_output, args.profile_use_dfs) {
+        (true, true) => agg.with_hashing().with_dfs_function_hashes(),
+        (true, false) => agg.with_hashing(),
+        (false, _) => agg,
+    };
     let agg = match &bat {
         Some(table) => agg.with_bat(table),
         None => agg,
@@ -463,9 +468,13 @@ pub fn run(args: Args) -> Result<()> {
         if total > 0 && samples.out_of_range as f32 * 100.0 / total as f32 > 80.0 {
             say(MISMATCH_WARNING.to_string());
         }
-        let make_yaml =
-            || yaml::sample_profile_with(&agg, &samples, &binary_name, &parsed.events, yaml_opts);
-        write_outputs(&args, make_yaml, |w| {
+        let write_yaml = |w: &mut dyn std::io::Write| {
+            let y =
+                yaml::sample_profile_with(&agg, &samples, &binary_name, &parsed.events, yaml_opts);
+            pcmap_profile::yaml::write(w, &y)?;
+            Ok(y.functions.len() as u64)
+        };
+        write_outputs(&args, write_yaml, |w| {
             fdata::write_samples(w, &image, &samples, &parsed.events, bolted)
         })?
     } else {
@@ -489,9 +498,10 @@ pub fn run(args: Args) -> Result<()> {
             s.out_of_range,
             pct(s.out_of_range, s.traces)
         ));
-        let make_yaml =
-            || yaml::branch_profile_with(&agg, &profile, &binary_name, &parsed.events, yaml_opts);
-        let written = write_outputs(&args, make_yaml, |w| {
+        let write_yaml = |w: &mut dyn std::io::Write| {
+            yaml::write_branch_profile(w, &agg, &profile, &binary_name, &parsed.events, yaml_opts)
+        };
+        let written = write_outputs(&args, write_yaml, |w| {
             fdata::write_branches(w, &image, &profile, bolted)
         })?;
         // The process ends next: freeing the records one by one would only delay the exit.

@@ -180,7 +180,8 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("reading {}", new_path.display()))?;
         let new_image = BoltFunctions::discover(&new_binary)
             .with_context(|| format!("reading {}", new_path.display()))?;
-        let new_agg = Aggregator::new(&new_image).with_hashing();
+        // Hashed as llvm-bolt does when it reads the profile for the new build.
+        let new_agg = Aggregator::new(&new_image).with_llvm_bolt_hashing();
         new_agg.prepare(None);
         report.stale = pcmap_report::staleness(
             &report,
