@@ -1111,20 +1111,24 @@ fn parquet_output_runs_pcmap_fleet() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let run = |status: &str, fleet: &Path| {
-        tk::run(
-            Command::new(PCMAP)
-                .args([
-                    "perf2bolt",
-                    "prog",
-                    "-p",
-                    "prog.pa",
-                    "--pa",
-                    "--ignore-build-id",
-                ])
-                .args(["--profile-format", "parquet", "-o", "shard.parquet"])
-                .env("PCMAP_FLEET", fleet)
-                .env("FAKE_STATUS", status),
-        )
+        // A script just written can be briefly "busy" (ETXTBSY) while a process another test
+        // thread is starting still holds a copy of the writer's descriptor: run it again then.
+        let mut attempts = 0;
+        loop {
+            let out = tk::run(
+                Command::new(PCMAP)
+                    .args(["perf2bolt", "prog", "-p", "prog.pa", "--pa"])
+                    .args(["--ignore-build-id", "--profile-format", "parquet"])
+                    .args(["-o", "shard.parquet"])
+                    .env("PCMAP_FLEET", fleet)
+                    .env("FAKE_STATUS", status),
+            );
+            attempts += 1;
+            if attempts == 5 || !String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
+                return out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     };
     let out = run("0", &script);
     assert!(
