@@ -598,14 +598,11 @@ fn yaml_to_shard(
     let mut text = Vec::new();
     pcmap_perf2bolt::fdata::write_branches(&mut text, &image, &branches, false)?;
     let records = fdata::parse(&text).context("reading back the converted profile")?;
-    let events = profile
-        .header
-        .events
-        .split(',')
-        .filter(|e| !e.is_empty())
-        .map(str::to_string)
-        .collect();
-    let origin = origin(origin_args, Some((&binary, binary_path)), events)?;
+    let origin = origin(
+        origin_args,
+        Some((&binary, binary_path)),
+        profile.header.event_names(),
+    )?;
     let rows = write_shard(output, &records, &origin, &resolver(&image, false))?;
     println!("pcmap-fleet: wrote {rows} records to {}", output.display());
     Ok(())

@@ -9,8 +9,8 @@ use pcmap_perf2bolt::aggregate::Aggregator;
 use pcmap_perf2bolt::{preagg, yaml};
 use pcmap_testkit as tk;
 
-#[test]
-fn every_function_is_decoded_once() {
+/// The bytes of the p1 fixture and a generated pre-aggregated profile of it.
+fn p1_with_profile() -> (Vec<u8>, String) {
     let bin = tk::build(
         "perf2bolt-p1",
         &["perf2bolt/p1.c"],
@@ -18,7 +18,12 @@ fn every_function_is_decoded_once() {
     );
     let funcs = support::disassemble(&bin);
     let text = support::generate(&funcs, 1500, 7, false);
-    let data = std::fs::read(&bin).unwrap();
+    (std::fs::read(&bin).unwrap(), text)
+}
+
+#[test]
+fn every_function_is_decoded_once() {
+    let (data, text) = p1_with_profile();
     let binary = pcmap_binary::Binary::parse(&data).unwrap();
     let image = BoltFunctions::discover(&binary).unwrap();
     let regular = image
@@ -45,14 +50,7 @@ fn every_function_is_decoded_once() {
 /// the hashes kept in the CFGs, or computed on demand by an aggregator that does not hash.
 #[test]
 fn streamed_yaml_is_the_built_document() {
-    let bin = tk::build(
-        "perf2bolt-p1",
-        &["perf2bolt/p1.c"],
-        &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
-    );
-    let funcs = support::disassemble(&bin);
-    let text = support::generate(&funcs, 1500, 7, false);
-    let data = std::fs::read(&bin).unwrap();
+    let (data, text) = p1_with_profile();
     let binary = pcmap_binary::Binary::parse(&data).unwrap();
     let image = BoltFunctions::discover(&binary).unwrap();
     let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();

@@ -138,14 +138,7 @@ pub fn read_profiles(
                     let p = pcmap_profile::yaml::parse(file.bytes())
                         .with_context(|| format!("reading {}", path.display()))?;
                     let (records, stats) = pcmap_perf2bolt::reread::from_yaml(agg, &p);
-                    let events = p
-                        .header
-                        .events
-                        .split(',')
-                        .filter(|e| !e.is_empty())
-                        .map(str::to_string)
-                        .collect();
-                    (records, stats, events)
+                    (records, stats, p.header.event_names())
                 };
                 if stats.unknown_functions + stats.stale_functions > 0 {
                     eprintln!(

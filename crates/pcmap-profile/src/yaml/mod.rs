@@ -58,6 +58,17 @@ pub struct Header {
     pub hash_func: HashFunction,
 }
 
+impl Header {
+    /// The sampled event names of `profile-events` (comma-separated; empty names dropped).
+    pub fn event_names(&self) -> Vec<String> {
+        self.events
+            .split(',')
+            .filter(|e| !e.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 impl Default for Header {
     fn default() -> Self {
         Header {
