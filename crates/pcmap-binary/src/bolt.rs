@@ -156,7 +156,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                     && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
             })
             .collect();
-        syms.sort_by_key(|s| (s.address, s.index));
+        syms.sort_unstable_by_key(|s| (s.address, s.index));
         // Addresses of functions made from a zero-size untyped label alone (see the section
         // starts below), increasing: symbols come in address order.
         let mut from_label: Vec<u64> = Vec::new();
@@ -517,6 +517,9 @@ fn label_entry_points(
 ) -> (Vec<u64>, Vec<u64>) {
     let mut out = Vec::new();
     let mut inside = Vec::new();
+    // The first symbol after the current function's start: functions and symbols are both in
+    // address order, so it only moves forward (no search per function).
+    let mut first = 0;
     for (i, f) in functions.iter().enumerate() {
         if f.kind != FunctionKind::Regular || f.size == 0 {
             continue;
@@ -525,7 +528,9 @@ fn label_entry_points(
             continue;
         };
         let next = functions.get(i + 1).map_or(u64::MAX, |n| n.address);
-        let first = syms.partition_point(|s| s.address <= f.address);
+        while syms.get(first).is_some_and(|s| s.address <= f.address) {
+            first += 1;
+        }
         for s in &syms[first..] {
             if s.address >= next {
                 break;
@@ -590,9 +595,16 @@ pub fn references_out_of<'i>(
         if ins.is_invalid() {
             return Vec::new();
         }
-        out.extend(instruction_reference(ins).filter(|&a| !contains(func, a)));
+        out.extend(reference_out_of(func, ins));
     }
     out
+}
+
+/// The address outside `func` that one of its instructions refers to, if any (see
+/// [`references_out_of`], which takes them all).
+#[inline]
+pub fn reference_out_of(func: &BoltFunction, ins: &Instruction) -> Option<u64> {
+    instruction_reference(ins).filter(|&a| !contains(func, a))
 }
 
 /// Sizes: zero-size functions extend to the next function; max size reaches the next function
@@ -634,7 +646,11 @@ fn is_valid_padding(binary: &Binary<'_>, bitness: u32, start: u64, end: u64) -> 
     let mut at = 0usize;
     while at < pad.len() {
         if pad[at] == 0 {
-            at += 1;
+            // Runs of zeros are skipped at once.
+            at += pad[at..]
+                .iter()
+                .position(|&b| b != 0)
+                .unwrap_or(pad.len() - at);
             continue;
         }
         let mut decoder =

@@ -1,7 +1,6 @@
 //! The ELF binary model: parsing the file header, sections, segments, notes and symbols.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym};
 use object::{Endianness, elf};
@@ -816,9 +815,9 @@ where
             });
         }
     }
-    let bolt: HashMap<usize, (String, Option<String>)> = bolt_names(&naming);
+    let mut bolt = bolt_names(&naming);
     for f in &mut funcs {
-        match bolt.get(&f.symbol_index) {
+        match bolt.get(f.symbol_index).and_then(Option::as_ref) {
             Some((primary, alt)) => {
                 f.bolt_name = primary.clone();
                 f.bolt_file_name = alt.clone();
@@ -827,8 +826,8 @@ where
             None => f.bolt_name = f.name.to_string(),
         }
     }
-    for (index, (primary, alt)) in bolt {
-        if let Some(s) = all_symbols.get_mut(index) {
+    for s in all_symbols.iter_mut() {
+        if let Some((primary, alt)) = bolt.get_mut(s.index).and_then(Option::take) {
             s.bolt_name = Some(primary);
             s.bolt_file_name = alt;
         }

@@ -1,6 +1,6 @@
 //! Function symbols, the address-sorted function table, and BOLT's names for local functions.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The type of a symbol (`STT_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,7 +119,7 @@ impl<'data> FunctionTable<'data> {
     pub(crate) fn new(mut symbols: Vec<FunctionSymbol<'data>>) -> Self {
         // Address order; at one address, symbol-table order, so the primary (first) name is the
         // one BOLT picks for the function.
-        symbols.sort_by_key(|s| (s.section_index, s.address, s.symbol_index));
+        symbols.sort_unstable_by_key(|s| (s.section_index, s.address, s.symbol_index));
         let mut functions: Vec<Function> = Vec::new();
         for (i, s) in symbols.iter().enumerate() {
             match functions.last_mut() {
@@ -137,7 +137,7 @@ impl<'data> FunctionTable<'data> {
         }
         // Relocatable objects key functions by (section, offset); lookups by address want one
         // global address order.
-        functions.sort_by_key(|f| (f.address, f.section_index));
+        functions.sort_unstable_by_key(|f| (f.address, f.section_index));
         FunctionTable { symbols, functions }
     }
 
@@ -222,8 +222,11 @@ pub(crate) enum NamingKind {
 ///    where K counts the locals named `n` seen so far (starting at 1), and a local function
 ///    tied to file `f` also gets the alternative `n/f/K'` with its own counter for `n/f`.
 ///    Names starting with `.L` are prefixed with `PG` first; empty names become `ANONYMOUS.i`.
-pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> HashMap<usize, (String, Option<String>)> {
-    let mut file_of: HashMap<usize, &str> = HashMap::new();
+pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> Vec<Option<(String, Option<String>)>> {
+    // Indexed by symbol index (dense: the table's order), not hashed: a large binary has
+    // hundreds of thousands of symbols.
+    let slots = symbols.iter().map(|s| s.index + 1).max().unwrap_or(0);
+    let mut file_of: Vec<Option<&str>> = vec![None; slots];
     let mut current_file: Option<&str> = None;
     for s in symbols {
         if s.is_undefined {
@@ -238,7 +241,7 @@ pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> HashMap<usize, (String
         if let Some(f) = current_file.filter(|f| !f.is_empty())
             && s.is_local
         {
-            file_of.insert(s.index, f);
+            file_of[s.index] = Some(f);
         }
     }
 
@@ -249,22 +252,25 @@ pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> HashMap<usize, (String
         })
         .collect();
     // Rank at equal addresses: functions, then others, then section symbols. (BOLT's comparator
-    // is this order expressed pairwise.)
+    // is this order expressed pairwise.) The symbol index last: the stable order, sorted faster.
     let rank = |k: NamingKind| match k {
         NamingKind::Function => 0,
         NamingKind::Section => 2,
         _ => 1,
     };
-    sorted.sort_by_key(|s| (s.address, rank(s.kind)));
+    sorted.sort_unstable_by_key(|s| (s.address, rank(s.kind), s.index));
 
-    let mut counters: HashMap<String, u64> = HashMap::new();
+    let mut counters: FxHashMap<String, u64> = FxHashMap::default();
     let mut uniquify = |name: &str| -> String {
-        let n = counters.entry(name.to_string()).or_insert(0);
+        let n = match counters.get_mut(name) {
+            Some(n) => n,
+            None => counters.entry(name.to_string()).or_insert(0),
+        };
         *n += 1;
         format!("{name}/{n}")
     };
     let mut anonymous = 0u64;
-    let mut names = HashMap::new();
+    let mut names = vec![None; slots];
     for s in sorted {
         if s.is_undefined || s.address == 0 || s.name == "__hot_start" || s.name == "__hot_end" {
             continue;
@@ -284,14 +290,14 @@ pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> HashMap<usize, (String
         } else if !s.is_local {
             (name, None)
         } else {
-            let alt_prefix = match (s.kind, file_of.get(&s.index)) {
+            let alt_prefix = match (s.kind, file_of[s.index]) {
                 (NamingKind::Function, Some(f)) => Some(format!("{name}/{f}")),
                 _ => None,
             };
             let primary = uniquify(&name);
             (primary, alt_prefix.map(|p| uniquify(&p)))
         };
-        names.insert(s.index, entry);
+        names[s.index] = Some(entry);
     }
     names
 }
@@ -332,15 +338,15 @@ mod tests {
         ];
         let names = bolt_names(&syms);
         assert_eq!(
-            names[&4],
+            names[4].clone().unwrap(),
             ("helper/1".to_string(), Some("helper/b.c/1".to_string()))
         );
         assert_eq!(
-            names[&2],
+            names[2].clone().unwrap(),
             ("helper/2".to_string(), Some("helper/a.c/1".to_string()))
         );
-        assert_eq!(names[&5], ("helper/3".to_string(), None));
-        assert_eq!(names[&6], ("main".to_string(), None));
+        assert_eq!(names[5].clone().unwrap(), ("helper/3".to_string(), None));
+        assert_eq!(names[6].clone().unwrap(), ("main".to_string(), None));
     }
 
     #[test]

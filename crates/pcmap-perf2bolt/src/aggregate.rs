@@ -592,41 +592,39 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn prepare(&self, touched: Option<&[bool]>) {
         self.entries.get_or_init(|| {
             let funcs = self.image.functions();
-            let scans: Vec<Scan> = (0..funcs.len())
+            let scans: Vec<(usize, cfg::FunctionScan)> = (0..funcs.len())
                 .into_par_iter()
                 .filter(|&i| funcs[i].kind == FunctionKind::Regular)
                 .map(|i| {
                     self.decodes.fetch_add(1, Ordering::Relaxed);
                     let keep = touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
                         && self.cfgs[i].get().is_none();
-                    let (d, references) = cfg::decode(self.image, &funcs[i], keep && self.hashing);
-                    let scan = Scan {
-                        function: i,
-                        references,
-                        table_starts: d.table_starts().collect(),
-                        tableless_indirect_jump: d
-                            .has_tableless_indirect_jump(self.image, &funcs[i]),
-                    };
-                    if keep && let Ok(mut slot) = self.pending[i].lock() {
+                    if !keep {
+                        // Not profiled (or its CFG already built): nothing of it is kept.
+                        return (i, cfg::scan(self.image, &funcs[i]));
+                    }
+                    let (d, references) = cfg::decode(self.image, &funcs[i], self.hashing);
+                    let scan = d.scan(self.image, &funcs[i], references);
+                    if let Ok(mut slot) = self.pending[i].lock() {
                         *slot = Some(Box::new(d));
                     }
-                    scan
+                    (i, scan)
                 })
                 .collect();
             let mut starts: Vec<u64> = scans
                 .iter()
-                .flat_map(|s| s.table_starts.iter().copied())
+                .flat_map(|(_, s)| s.table_starts.iter().copied())
                 .collect();
             starts.sort_unstable();
             starts.dedup();
             let _ = self.table_starts.set(starts);
             let mut indirect = vec![false; funcs.len()];
-            for s in &scans {
-                indirect[s.function] = s.tableless_indirect_jump;
+            for (i, s) in &scans {
+                indirect[*i] = s.tableless_indirect_jump;
             }
             let _ = self.indirect_jumps.set(indirect);
             self.image
-                .entry_points(scans.into_iter().flat_map(|s| s.references))
+                .entry_points(scans.into_iter().flat_map(|(_, s)| s.references))
         });
     }
 
@@ -1083,17 +1081,6 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }
         out
     }
-}
-
-/// What [`Aggregator::prepare`]'s one decode of a function tells about the whole binary.
-struct Scan {
-    function: usize,
-    /// Addresses outside the function its instructions refer to (secondary entry points).
-    references: Vec<u64>,
-    /// Starts of the jump tables it uses or loads (every table's bound).
-    table_starts: Vec<u64>,
-    /// It has an indirect jump through no jump table (it may have unknown control flow).
-    tableless_indirect_jump: bool,
 }
 
 /// Reorder `items` in place so that their buckets (`bucket(item) < buckets`) come in increasing

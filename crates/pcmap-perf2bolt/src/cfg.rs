@@ -370,6 +370,76 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (De
     })
 }
 
+/// What one function's decode tells about the whole binary: BOLT's secondary entry points of
+/// the other functions and the bounds of every jump table depend on all functions, profiled or
+/// not ([`scan`], or [`Decoded::scan`] for a function decoded for its CFG).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FunctionScan {
+    /// Addresses outside the function its instructions refer to, in instruction order
+    /// (`pcmap_binary::bolt::references_out_of`; empty when an instruction does not decode).
+    pub references: Vec<u64>,
+    /// Starts of the jump tables it jumps through or loads the base of ([`Decoded::table_starts`]),
+    /// sorted, without duplicates.
+    pub table_starts: Vec<u64>,
+    /// It has an indirect jump through no jump table ([`Decoded::has_tableless_indirect_jump`]).
+    pub tableless_indirect_jump: bool,
+}
+
+/// [`FunctionScan`] of a function no CFG is built for: one pass of the decoder that keeps no
+/// instruction (only the last few, for jump-table sequences), so that the functions a profile
+/// does not touch cost a decode and nothing more. Equal to [`Decoded::scan`] of [`decode`].
+pub fn scan(image: &BoltFunctions<'_, '_>, func: &Function) -> FunctionScan {
+    /// How far back a jump-table sequence is looked for (as in [`decode_into`]).
+    const RECENT: usize = 8;
+    let mut out = FunctionScan::default();
+    let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
+        return out;
+    };
+    let relocation_mode = image.relocation_mode();
+    let mut decoder = Decoder::with_ip(bitness(image), bytes, func.address, DecoderOptions::NONE);
+    let (mut indirect, mut tables) = (0usize, 0usize);
+    let mut empty_table = false;
+    // Instructions decoded in place: instruction `n` is in slot `n % (2 * RECENT)`, so the
+    // RECENT before the current one are still there.
+    let mut ring = [Instruction::default(); 2 * RECENT];
+    let mut n = 0usize;
+    while decoder.can_decode() {
+        let ins = &mut ring[n % (2 * RECENT)];
+        decoder.decode_out(ins);
+        let ins = *ins;
+        if ins.is_invalid() {
+            out.references.clear();
+            break;
+        }
+        out.references
+            .extend(pcmap_binary::bolt::reference_out_of(func, &ins));
+        if ins.flow_control() == FlowControl::IndirectBranch {
+            indirect += 1;
+            // The instructions before this one, oldest first.
+            let before: Vec<Instruction> = (n.saturating_sub(RECENT)..n)
+                .map(|k| ring[k % (2 * RECENT)])
+                .collect();
+            if let Some(t) = jump_table_base(&ins, &before) {
+                tables += 1;
+                out.table_starts.push(t.base);
+                empty_table = empty_table
+                    || jump_table_targets(image, func, t, t.base.saturating_add(8)).is_empty();
+            }
+        }
+        if relocation_mode && ins.code() == Code::Lea_r64_m && ins.memory_base() == Register::RIP {
+            let at = ins.ip_rel_memory_address();
+            if image.binary().code_section_at(at).is_none() {
+                out.table_starts.push(at);
+            }
+        }
+        n += 1;
+    }
+    out.tableless_indirect_jump = indirect > tables || empty_table;
+    out.table_starts.sort_unstable();
+    out.table_starts.dedup();
+    out
+}
+
 /// Decode `func` into `decoded` and, when given, the operand offsets block hashes need into
 /// `offsets` (both cleared first); the returned [`Decoded`] has neither.
 fn decode_into(
@@ -500,6 +570,23 @@ impl Decoded {
                 // after it.
                 jump_table_targets(image, func, table, table.base.saturating_add(8)).is_empty()
             })
+    }
+
+    /// This decode's [`FunctionScan`], with the `references` [`decode`] returned with it.
+    pub fn scan(
+        &self,
+        image: &BoltFunctions<'_, '_>,
+        func: &Function,
+        references: Vec<u64>,
+    ) -> FunctionScan {
+        let mut table_starts: Vec<u64> = self.table_starts().collect();
+        table_starts.sort_unstable();
+        table_starts.dedup();
+        FunctionScan {
+            references,
+            table_starts,
+            tableless_indirect_jump: self.has_tableless_indirect_jump(image, func),
+        }
     }
 
     /// The start addresses of the jump tables this function uses or loads the base of: the

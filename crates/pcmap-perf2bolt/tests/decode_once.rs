@@ -87,3 +87,55 @@ fn streamed_yaml_is_the_built_document() {
         }
     }
 }
+
+/// The light pass over functions no profile touches (`cfg::scan`: no instruction kept) finds
+/// what the full decode finds for BOLT's entry points and jump-table bounds, function by
+/// function: on real C (zstd, whose switches become absolute jump tables without PIE and
+/// `lea`/`movslq`/`add` sequences with it) and on the C and C++ fixtures.
+#[test]
+fn light_scan_equals_the_full_decode() {
+    let zstd_flags = |pie: &'static str| ["-O2", "-g0", pie, "-Wl,--emit-relocs"];
+    let binaries = [
+        tk::build_zstd(
+            "report-zstd-v1",
+            &["-O2", "-g0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+        ),
+        tk::build_zstd(
+            "decode-once-zstd-pie",
+            &[&zstd_flags("-fpie")[..], &["-pie"]].concat(),
+        ),
+        tk::build(
+            "perf2bolt-p1",
+            &["perf2bolt/p1.c"],
+            &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+        ),
+        tk::build(
+            "perf2bolt-eh-pie",
+            &["perf2bolt/eh.cpp"],
+            &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"],
+        ),
+    ];
+    let (mut with_tables, mut with_references, mut tableless) = (0, 0, 0);
+    for bin in &binaries {
+        let data = std::fs::read(bin).unwrap();
+        let binary = pcmap_binary::Binary::parse(&data).unwrap();
+        let image = BoltFunctions::discover(&binary).unwrap();
+        for f in image.functions() {
+            if f.kind != FunctionKind::Regular {
+                continue;
+            }
+            let light = pcmap_perf2bolt::cfg::scan(&image, f);
+            let (decoded, references) = pcmap_perf2bolt::cfg::decode(&image, f, false);
+            let full = decoded.scan(&image, f, references);
+            assert_eq!(light, full, "{}: function {}", bin.display(), f.name());
+            with_tables += usize::from(!light.table_starts.is_empty());
+            with_references += usize::from(!light.references.is_empty());
+            tableless += usize::from(light.tableless_indirect_jump);
+        }
+    }
+    assert!(
+        with_tables >= 10 && with_references >= 100,
+        "too few functions exercise the scan: {with_tables} with jump tables, \
+         {with_references} with references ({tableless} with a tableless indirect jump)"
+    );
+}
