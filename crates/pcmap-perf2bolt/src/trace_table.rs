@@ -4,8 +4,9 @@
 //!
 //! Such a table is larger than a core's cache, so nearly every count is a cache miss, and a
 //! general hash map looks its keys up one after the other: each miss waits for the one before.
-//! This table takes the traces in batches: first it computes every trace's home slot and reads
-//! each slot (independent loads the processor overlaps), then it counts them, from cache.
+//! This table takes the traces in batches, pipelined: when a batch is full, the processor is
+//! asked to fetch each of its home slots (a prefetch, which waits for nothing), and the batch
+//! before it, whose slots were fetched meanwhile, is counted from cache.
 //! Open addressing with linear probing; a slot is one aligned half cache line (the key and two
 //! 32-bit counts); counts that outgrow 32 bits continue in a side map, so totals are exact
 //! (wrapping at 64 bits, as everywhere in the aggregator).
@@ -52,6 +53,8 @@ pub(crate) struct TraceTable {
     wide: FxHashMap<Trace, TraceCounts>,
     /// Traces not counted yet (at most [`BATCH`]).
     pending: Vec<(Trace, u64, u64)>,
+    /// The batch before `pending`: its home slots are being fetched; counted at the next flush.
+    fetching: Vec<(Trace, u64, u64)>,
 }
 
 fn key(t: &Trace) -> [u64; 3] {
@@ -69,7 +72,10 @@ fn hash(k: &[u64; 3]) -> u64 {
 impl TraceTable {
     /// About how many distinct traces the table holds (pending ones count as distinct).
     pub(crate) fn len(&self) -> usize {
-        self.len + self.pending.len() + usize::from(self.wide.contains_key(&empty_trace()))
+        self.len
+            + self.pending.len()
+            + self.fetching.len()
+            + usize::from(self.wide.contains_key(&empty_trace()))
     }
 
     /// The first slot to look for `k` in: the first of the two in its cache line, so that the
@@ -99,27 +105,39 @@ impl TraceTable {
         }
     }
 
-    /// Count the pending traces.
+    /// Start fetching the pending traces' home slots, and count the batch fetched before.
     fn flush(&mut self) {
         if self.pending.is_empty() {
             return;
         }
-        self.reserve(self.pending.len());
-        let mut home = [0usize; BATCH];
-        // Read each home slot first: the loads do not depend on one another, so their cache
-        // misses overlap; counting then finds the slots in cache.
-        let mut touched = 0u64;
-        for (h, (t, _, _)) in home.iter_mut().zip(&self.pending) {
-            *h = self.home(&key(t));
-            touched ^= self.slots[*h].key[0];
+        self.reserve(self.pending.len() + self.fetching.len());
+        for (t, _, _) in &self.pending {
+            prefetch(&self.slots[self.home(&key(t))]);
         }
-        std::hint::black_box(touched);
-        let pending = std::mem::take(&mut self.pending);
-        for (&h, &(t, count, mispreds)) in home.iter().zip(&pending) {
-            self.count_at(h, key(&t), count, mispreds);
+        let mut fetched = std::mem::take(&mut self.fetching);
+        self.count_all(&fetched);
+        fetched.clear();
+        // The pending batch is being fetched; the emptied buffer takes the next one.
+        self.fetching = std::mem::replace(&mut self.pending, fetched);
+    }
+
+    /// Count every trace not counted yet.
+    fn flush_all(&mut self) {
+        let (fetching, pending) = (
+            std::mem::take(&mut self.fetching),
+            std::mem::take(&mut self.pending),
+        );
+        self.reserve(fetching.len() + pending.len());
+        self.count_all(&fetching);
+        self.count_all(&pending);
+    }
+
+    /// Count `traces` (room made for them).
+    fn count_all(&mut self, traces: &[(Trace, u64, u64)]) {
+        for &(t, count, mispreds) in traces {
+            let k = key(&t);
+            self.count_at(self.home(&k), k, count, mispreds);
         }
-        self.pending = pending;
-        self.pending.clear();
     }
 
     /// Make room for `more` traces (at most three quarters of the slots used).
@@ -178,7 +196,7 @@ impl TraceTable {
 
     /// Every distinct trace with its counts, in no particular order.
     pub(crate) fn into_entries(mut self) -> impl Iterator<Item = (Trace, TraceCounts)> {
-        self.flush();
+        self.flush_all();
         let mut wide = std::mem::take(&mut self.wide);
         let mut out: Vec<(Trace, TraceCounts)> = Vec::with_capacity(self.len + wide.len());
         for s in self.slots.iter().filter(|s| s.key != EMPTY) {
@@ -195,6 +213,20 @@ impl TraceTable {
         out.extend(wide);
         out.into_iter()
     }
+}
+
+/// Ask the processor to bring `slot` into the cache, without waiting for it.
+#[inline(always)]
+fn prefetch(slot: &Slot) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and changes no memory (the pointer
+    // comes from a live reference anyway).
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((slot as *const Slot).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::hint::black_box(slot.key[0]);
 }
 
 fn trace_of(k: &[u64; 3]) -> Trace {
