@@ -7,37 +7,51 @@
 //! This table takes the traces in batches, pipelined: when a batch is full, the processor is
 //! asked to fetch each of its home slots (a prefetch, which waits for nothing), and the batch
 //! before it, whose slots were fetched meanwhile, is counted from cache.
-//! Open addressing with linear probing; a slot is one aligned half cache line (the key and two
-//! 32-bit counts); counts that outgrow 32 bits continue in a side map, so totals are exact
-//! (wrapping at 64 bits, as everywhere in the aggregator).
+//! Open addressing with linear probing; a slot is a quarter of a cache line: the three
+//! addresses as 32-bit offsets within the 4 GiB the table's first address lies in (one binary's
+//! code always is), and both counts in 32 bits (24 for executions, 8 for mispredictions). A
+//! trace with an address elsewhere, and counts that outgrow their bits, continue in a side map,
+//! so totals are exact (wrapping at 64 bits, as everywhere in the aggregator).
 
 use rustc_hash::FxHashMap;
 
 use crate::preagg::{Trace, TraceCounts};
 
-/// One slot: a trace and its counts (the part that fits 32 bits).
+/// One slot: a trace ([`TraceTable::compact`]) and its counts (the part that fits its bits).
 #[derive(Clone, Copy, Debug)]
-#[repr(C, align(32))]
+#[repr(C, align(16))]
 struct Slot {
-    key: [u64; 3],
-    count: u32,
-    mispreds: u32,
+    key: Key,
+    /// Executions in the low [`COUNT_BITS`] bits, mispredictions above.
+    counts: u32,
 }
+
+/// A trace's three addresses, each the low 32 bits of an address in the table's 4 GiB
+/// ([`TraceTable::high`]) or of a magic value ([`MAGIC`]).
+type Key = [u32; 3];
+
+/// Low 32 bits from here up are the magic values (`FT_EXTERNAL_RETURN` to `u64::MAX`), never
+/// an address of the table's 4 GiB.
+const MAGIC: u32 = crate::preagg::FT_EXTERNAL_RETURN as u32;
+
+/// Bits of [`Slot::counts`] for executions; the rest count mispredictions.
+const COUNT_BITS: u32 = 24;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const MISPRED_MAX: u64 = (1 << (32 - COUNT_BITS)) - 1;
 
 /// The key of an empty slot. A trace with this key (possible only in hostile input) is
 /// counted in the side map.
-const EMPTY: [u64; 3] = [u64::MAX; 3];
+const EMPTY: Key = [u32::MAX; 3];
 
 const EMPTY_SLOT: Slot = Slot {
     key: EMPTY,
-    count: 0,
-    mispreds: 0,
+    counts: 0,
 };
 
 /// Traces taken per batch (a sample's branch stack is up to 32 entries).
 const BATCH: usize = 32;
 
-/// The first table: 4,096 slots (128 KiB).
+/// The first table: 4,096 slots (64 KiB).
 const FIRST_BITS: u32 = 12;
 
 /// Distinct traces with their counts.
@@ -49,7 +63,10 @@ pub(crate) struct TraceTable {
     shift: u32,
     /// Occupied slots.
     len: usize,
-    /// Counts beyond a slot's 32 bits, and the trace whose key is [`EMPTY`].
+    /// The top 32 bits of the addresses slots hold (those of the first address counted).
+    high: Option<u32>,
+    /// Counts beyond a slot's bits, traces with an address outside the slots' 4 GiB, and the
+    /// trace whose key is [`EMPTY`].
     wide: FxHashMap<Trace, TraceCounts>,
     /// Traces not counted yet (at most [`BATCH`]).
     pending: Vec<(Trace, u64, u64)>,
@@ -57,31 +74,59 @@ pub(crate) struct TraceTable {
     fetching: Vec<(Trace, u64, u64)>,
 }
 
-fn key(t: &Trace) -> [u64; 3] {
-    [t.branch, t.from, t.to]
-}
-
 /// A multiplicative hash whose top bits depend on every bit of the key.
-fn hash(k: &[u64; 3]) -> u64 {
+fn hash(k: &Key) -> u64 {
     const K1: u64 = 0x9e37_79b9_7f4a_7c15;
     const K2: u64 = 0xc2b2_ae3d_27d4_eb4f;
-    const K3: u64 = 0x1656_67b1_9e37_79f9;
-    ((k[0].wrapping_mul(K1) ^ k[1]).wrapping_mul(K2) ^ k[2]).wrapping_mul(K3)
+    let ab = (u64::from(k[0]) << 32) | u64::from(k[1]);
+    (ab.wrapping_mul(K1) ^ u64::from(k[2])).wrapping_mul(K2)
 }
 
 impl TraceTable {
-    /// About how many distinct traces the table holds (pending ones count as distinct).
+    /// About how many distinct traces the table holds (pending ones count as distinct; traces
+    /// with counts in both a slot and the side map count twice).
     pub(crate) fn len(&self) -> usize {
-        self.len
-            + self.pending.len()
-            + self.fetching.len()
-            + usize::from(self.wide.contains_key(&empty_trace()))
+        self.len + self.pending.len() + self.fetching.len() + self.wide.len()
     }
 
-    /// The first slot to look for `k` in: the first of the two in its cache line, so that the
-    /// first two probes cost one cache miss.
-    fn home(&self, k: &[u64; 3]) -> usize {
-        (hash(k) >> self.shift) as usize & !1
+    /// The first slot to look for `k` in: the first of the four in its cache line, so that the
+    /// first four probes cost one cache miss.
+    fn home(&self, k: &Key) -> usize {
+        (hash(k) >> self.shift) as usize & !3
+    }
+
+    /// `t` as a slot key, if its addresses are in the slots' 4 GiB (or magic values).
+    #[inline]
+    fn compact(&mut self, t: &Trace) -> Option<Key> {
+        let mut key = [0u32; 3];
+        for (k, a) in key.iter_mut().zip([t.branch, t.from, t.to]) {
+            let low = a as u32;
+            let high = (a >> 32) as u32;
+            if a < crate::preagg::FT_EXTERNAL_RETURN
+                && (low >= MAGIC || *self.high.get_or_insert(high) != high)
+            {
+                return None;
+            }
+            *k = low;
+        }
+        Some(key)
+    }
+
+    /// The trace a slot key stands for.
+    fn trace_of(&self, k: &Key) -> Trace {
+        let high = u64::from(self.high.unwrap_or(0)) << 32;
+        let full = |low: u32| {
+            if low >= MAGIC {
+                u64::MAX - u64::from(u32::MAX - low)
+            } else {
+                high | u64::from(low)
+            }
+        };
+        Trace {
+            branch: full(k[0]),
+            from: full(k[1]),
+            to: full(k[2]),
+        }
     }
 
     /// Count `count` executions and `mispreds` mispredictions of `t`.
@@ -111,8 +156,11 @@ impl TraceTable {
             return;
         }
         self.reserve(self.pending.len() + self.fetching.len());
-        for (t, _, _) in &self.pending {
-            prefetch(&self.slots[self.home(&key(t))]);
+        for i in 0..self.pending.len() {
+            let t = self.pending[i].0;
+            if let Some(k) = self.compact(&t) {
+                prefetch(&self.slots[self.home(&k)]);
+            }
         }
         let mut fetched = std::mem::take(&mut self.fetching);
         self.count_all(&fetched);
@@ -135,8 +183,10 @@ impl TraceTable {
     /// Count `traces` (room made for them).
     fn count_all(&mut self, traces: &[(Trace, u64, u64)]) {
         for &(t, count, mispreds) in traces {
-            let k = key(&t);
-            self.count_at(self.home(&k), k, count, mispreds);
+            match self.compact(&t) {
+                Some(k) if k != EMPTY => self.count_at(self.home(&k), k, t, count, mispreds),
+                _ => add(self.wide.entry(t).or_default(), count, mispreds),
+            }
         }
     }
 
@@ -166,12 +216,8 @@ impl TraceTable {
         }
     }
 
-    /// Count a trace whose home slot is `i`.
-    fn count_at(&mut self, mut i: usize, k: [u64; 3], count: u64, mispreds: u64) {
-        if k == EMPTY {
-            add(self.wide.entry(empty_trace()).or_default(), count, mispreds);
-            return;
-        }
+    /// Count trace `t`, whose key `k` has home slot `i`.
+    fn count_at(&mut self, mut i: usize, k: Key, t: Trace, count: u64, mispreds: u64) {
         let mask = self.slots.len() - 1;
         loop {
             let s = &mut self.slots[i];
@@ -186,11 +232,16 @@ impl TraceTable {
             i = (i + 1) & mask;
         }
         let s = &mut self.slots[i];
-        let narrow =
-            |have: u32, add: u64| u32::try_from(add).ok().and_then(|a| have.checked_add(a));
-        match (narrow(s.count, count), narrow(s.mispreds, mispreds)) {
-            (Some(c), Some(m)) => (s.count, s.mispreds) = (c, m),
-            _ => add(self.wide.entry(trace_of(&k)).or_default(), count, mispreds),
+        let have = u64::from(s.counts & COUNT_MAX as u32);
+        let have_mispreds = u64::from(s.counts >> COUNT_BITS);
+        if count <= COUNT_MAX - have && mispreds <= MISPRED_MAX - have_mispreds {
+            s.counts = ((have + count) | ((have_mispreds + mispreds) << COUNT_BITS)) as u32;
+        } else {
+            // The slot's counts and these move to the side map; the slot counts on from 0.
+            s.counts = 0;
+            let w = self.wide.entry(t).or_default();
+            add(w, have, have_mispreds);
+            add(w, count, mispreds);
         }
     }
 
@@ -200,10 +251,10 @@ impl TraceTable {
         let mut wide = std::mem::take(&mut self.wide);
         let mut out: Vec<(Trace, TraceCounts)> = Vec::with_capacity(self.len + wide.len());
         for s in self.slots.iter().filter(|s| s.key != EMPTY) {
-            let t = trace_of(&s.key);
+            let t = self.trace_of(&s.key);
             let mut c = TraceCounts {
-                count: u64::from(s.count),
-                mispreds: u64::from(s.mispreds),
+                count: u64::from(s.counts & COUNT_MAX as u32),
+                mispreds: u64::from(s.counts >> COUNT_BITS),
             };
             if let Some(w) = wide.remove(&t) {
                 add(&mut c, w.count, w.mispreds);
@@ -229,18 +280,6 @@ fn prefetch(slot: &Slot) {
     std::hint::black_box(slot.key[0]);
 }
 
-fn trace_of(k: &[u64; 3]) -> Trace {
-    Trace {
-        branch: k[0],
-        from: k[1],
-        to: k[2],
-    }
-}
-
-fn empty_trace() -> Trace {
-    trace_of(&EMPTY)
-}
-
 fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
     c.count = c.count.wrapping_add(count);
     c.mispreds = c.mispreds.wrapping_add(mispreds);
@@ -249,39 +288,89 @@ fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preagg::{BR_ONLY, FT_EXTERNAL_ORIGIN, FT_EXTERNAL_RETURN, FT_ONLY};
+    use proptest::prelude::*;
 
-    #[test]
-    fn counts_like_a_map_with_wide_counts_and_the_empty_key() {
+    fn trace(k: [u64; 3]) -> Trace {
+        Trace {
+            branch: k[0],
+            from: k[1],
+            to: k[2],
+        }
+    }
+
+    /// Count `adds` in a table and in a map; both give the same totals.
+    fn check(adds: &[([u64; 3], u64, u64)]) {
         let mut table = TraceTable::default();
         let mut want: std::collections::BTreeMap<[u64; 3], (u64, u64)> = Default::default();
-        let mut add_both = |t: &mut TraceTable, k: [u64; 3], c: u64, m: u64| {
-            t.add(trace_of(&k), c, m);
+        for &(k, c, m) in adds {
+            table.add(trace(k), c, m);
             let e = want.entry(k).or_default();
             e.0 = e.0.wrapping_add(c);
             e.1 = e.1.wrapping_add(m);
-        };
-        // Enough distinct keys to grow the table several times, each seen several times.
-        for round in 0..3u64 {
-            for i in 0..20_000u64 {
-                add_both(
-                    &mut table,
-                    [0x1000 + i % 5000, 0x2000 + i, round % 2],
-                    1,
-                    i & 1,
-                );
-            }
         }
-        add_both(&mut table, EMPTY, 3, 1);
-        add_both(&mut table, EMPTY, 0, 0);
-        add_both(&mut table, [1, 2, 3], u64::from(u32::MAX), 0);
-        add_both(&mut table, [1, 2, 3], 5, u64::MAX);
-        add_both(&mut table, [1, 2, 3], u64::MAX, 2);
-        add_both(&mut table, [4, 5, 6], 0, 0);
         let mut got: Vec<([u64; 3], (u64, u64))> = table
             .into_entries()
-            .map(|(t, c)| (key(&t), (c.count, c.mispreds)))
+            .map(|(t, c)| ([t.branch, t.from, t.to], (c.count, c.mispreds)))
             .collect();
         got.sort();
         assert_eq!(got, want.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn counts_like_a_map_with_wide_counts_and_odd_keys() {
+        let mut adds = Vec::new();
+        // Enough distinct keys to grow the table several times, each seen several times.
+        for round in 0..3u64 {
+            for i in 0..20_000u64 {
+                adds.push(([0x1000 + i % 5000, 0x2000 + i, round % 2], 1, i & 1));
+            }
+        }
+        let far = 0x7f00_0000_1000; // another 4 GiB than the first trace's
+        adds.extend([
+            // The key of an empty slot, and magic values.
+            ([u64::MAX; 3], 3, 1),
+            ([u64::MAX; 3], 0, 0),
+            ([FT_ONLY, 0x1000, 0x1010], 2, 0),
+            ([FT_EXTERNAL_ORIGIN, 0x1000, 0x1010], 2, 0),
+            ([FT_EXTERNAL_RETURN, 0x1000, 0x1010], 2, 0),
+            ([0x1000, 0x1010, BR_ONLY], 2, 1),
+            // Addresses outside the slots' 4 GiB, or whose low bits look magic.
+            ([far, 0x2000, 0x2010], 4, 1),
+            ([0x1000, far, far + 8], 4, 0),
+            ([0x1000, 0xffff_fffe, 0x2000], 1, 0),
+            // Counts beyond a slot's bits, once and repeatedly.
+            ([1, 2, 3], u64::from(u32::MAX), 0),
+            ([1, 2, 3], 5, u64::MAX),
+            ([1, 2, 3], u64::MAX, 2),
+            ([4, 5, 6], 0, 0),
+        ]);
+        for _ in 0..300 {
+            adds.push(([7, 8, 9], 1 << 20, 1));
+        }
+        check(&adds);
+    }
+
+    proptest! {
+        /// Any mix of keys (few distinct addresses, several 4 GiB regions, magic values) and
+        /// counts (small, near the slot limits, huge) totals like a map.
+        #[test]
+        fn totals_equal_a_map(
+            adds in proptest::collection::vec(
+                (
+                    proptest::array::uniform3(prop_oneof![
+                        0u64..64,
+                        (0u64..64).prop_map(|a| a | (3 << 32)),
+                        (FT_EXTERNAL_RETURN..=u64::MAX),
+                        (0xffff_fff0u64..=0xffff_ffff),
+                    ]),
+                    prop_oneof![0u64..4, (COUNT_MAX - 2)..=(COUNT_MAX + 2), any::<u64>()],
+                    prop_oneof![0u64..4, (MISPRED_MAX - 2)..=(MISPRED_MAX + 2), any::<u64>()],
+                ),
+                0..400,
+            )
+        ) {
+            check(&adds);
+        }
     }
 }
