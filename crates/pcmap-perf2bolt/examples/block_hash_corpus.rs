@@ -78,12 +78,12 @@ fn main() {
             let c = agg.cfg(fi);
             for i in &c.insns {
                 let addr = f.address + u64::from(i.offset);
-                let Some(b) = image.binary().code_bytes(addr, u64::from(i.len)) else {
+                let Some(b) = image.binary().code_bytes(addr, u64::from(i.len())) else {
                     continue;
                 };
                 let mut d = Decoder::with_ip(64, b, addr, DecoderOptions::NONE);
                 let ins = d.decode();
-                let key = (i.code as u16, block_hash::form(i.has_mem, &ins));
+                let key = (i.code as u16, block_hash::form(i.has_mem(), &ins));
                 let list = examples.entry(key).or_default();
                 if list.len() >= 4 {
                     continue;

@@ -423,7 +423,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     && cfg
                         .insns
                         .iter()
-                        .any(|k| k.indirect == Some(cfg::IndirectJump::Unknown))
+                        .any(|k| k.indirect() == Some(cfg::IndirectJump::Unknown))
             })
             .count() as u64
     }
@@ -692,7 +692,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             if c.simple {
                 return c
                     .insn_at(addr - f.address)
-                    .is_some_and(|i| i.flow == Flow::Return);
+                    .is_some_and(|i| i.flow() == Flow::Return);
             }
         }
         cfg::decode_one(self.image, addr) == Some(Flow::Return)
@@ -1045,9 +1045,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         profile.impute_fall_throughs(|addr| match cfg::decode_one(self.image, addr) {
             None | Some(Flow::Call | Flow::Return | Flow::Jump) => true,
             Some(Flow::IndirectJump) => self.locate(addr).is_some_and(|(fi, off)| {
-                self.cfg(fi as usize)
-                    .insn_at(off)
-                    .is_some_and(|i| i.is_call() || i.indirect == Some(cfg::IndirectJump::TailCall))
+                self.cfg(fi as usize).insn_at(off).is_some_and(|i| {
+                    i.is_call() || i.indirect() == Some(cfg::IndirectJump::TailCall)
+                })
             }),
             Some(Flow::CondJump | Flow::Next | Flow::Trap) => false,
         })

@@ -561,14 +561,14 @@ fn jump_table_bases(insns: &[Instruction], cfg: &Cfg) -> Vec<u64> {
         if cfg
             .insns
             .get(k)
-            .is_none_or(|i| i.flow != Flow::IndirectJump)
+            .is_none_or(|i| i.flow() != Flow::IndirectJump)
         {
             continue;
         }
         // Absolute tables count only when the CFG resolved the jump through them (a table of
         // function pointers used by an indirect tail call is ordinary data); the
         // position-independent sequence is a jump table whatever the CFG made of it.
-        let resolved = cfg.insns.get(k).is_some_and(|i| !i.tail_call);
+        let resolved = cfg.insns.get(k).is_some_and(|i| !i.tail_call());
         if ins.op0_kind() == OpKind::Memory
             && ins.memory_base() == Register::None
             && ins.memory_index_scale() == 8
@@ -878,24 +878,26 @@ impl BlockStrings<'_, '_, '_, '_> {
                 let Some(ins) = decoded.get(k as usize) else {
                     break;
                 };
-                let found = lookup_parts(insn.code as u16, form(insn.has_mem, ins));
+                let found = lookup_parts(insn.code as u16, form(insn.has_mem(), ins));
                 let entry = found.map(|(e, _, _)| e);
                 // Branches take BOLT's forms: conditional jumps `JCC_1`, direct tail calls `JMP_4`,
                 // indirect tail calls `JMP32m`/`JMP32r`; direct jumps inside the function are left
                 // out. Other instructions take the table's names.
-                let tail_form = insn.indirect == Some(IndirectJump::TailCall)
+                let tail_form = insn.indirect() == Some(IndirectJump::TailCall)
                     && (!ctx.llvm_bolt_view || cfg.tail_call_outside_strict_mode(b, k as usize));
-                let names_of = match (insn.flow, entry) {
+                let names_of = match (insn.flow(), entry) {
                     (Flow::CondJump, _) => "JCC_1",
-                    (Flow::Jump, _) if !insn.tail_call => continue,
+                    (Flow::Jump, _) if !insn.tail_call() => continue,
                     (Flow::Jump, _) => "JMP_4",
-                    (Flow::IndirectJump, _) if tail_form && insn.has_mem => "JMP32m",
+                    (Flow::IndirectJump, _) if tail_form && insn.has_mem() => "JMP32m",
                     (Flow::IndirectJump, _) if tail_form => "JMP32r",
                     (_, Some(e)) => e.2,
                     (_, None) => {
                         stats.insns += 1;
                         stats.unknown += 1;
-                        stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+                        stats
+                            .first_unknown
+                            .get_or_insert((insn.code, insn.has_mem()));
                         let name = format!("{:?}", insn.code);
                         instr.extend_from_slice(name.as_bytes());
                         if let Some(n) = names.as_deref_mut() {
@@ -923,7 +925,7 @@ impl BlockStrings<'_, '_, '_, '_> {
                     }
                     if is_nop(part) {
                         // Nops stay in BOLT's blocks (InstrHash) but not in the loose hash.
-                    } else if insn.flow == Flow::CondJump && last {
+                    } else if insn.flow() == Flow::CondJump && last {
                         mnemonics.push(table.jmp);
                     } else if tail_form && last {
                         // BOLT's indirect tail calls are JMP32m/JMP32r.
@@ -949,7 +951,9 @@ impl BlockStrings<'_, '_, '_, '_> {
                 }
                 if !known {
                     stats.unknown += 1;
-                    stats.first_unknown.get_or_insert((insn.code, insn.has_mem));
+                    stats
+                        .first_unknown
+                        .get_or_insert((insn.code, insn.has_mem()));
                 }
             }
             if let Some(n) = names.as_deref_mut() {
@@ -1069,11 +1073,11 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, block: &[(u64, u64)]) -> Vec<
     ) -> &'c [u32] {
         let next = cfg.blocks.get(bi + 1);
         let to_next = cfg.last_insn(bi).is_some_and(|l| {
-            l.flow == Flow::CondJump
-                && !l.tail_call
+            l.flow() == Flow::CondJump
+                && !l.tail_call()
                 && next.is_some_and(|nb| l.target == func.address + u64::from(nb.offset))
         });
-        if to_next && cfg.blocks[bi].succs == [bi as u32 + 1] {
+        if to_next && cfg.blocks[bi].succs.as_slice() == [bi as u32 + 1] {
             *twice = [bi as u32 + 1; 2];
             twice
         } else {
@@ -1090,7 +1094,7 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, block: &[(u64, u64)]) -> Vec<
         for bi in 0..n {
             let bs = succs_of(func, cfg, bi, &mut twice);
             let last = cfg.last_insn(bi);
-            if last.is_some_and(|l| l.indirect == Some(IndirectJump::Unknown)) {
+            if last.is_some_and(|l| l.indirect() == Some(IndirectJump::Unknown)) {
                 for &s in bs {
                     visit(3 * s as usize + 2, bi as u32);
                 }
@@ -1098,7 +1102,7 @@ fn packed_block_hashes(func: &Function, cfg: &Cfg, block: &[(u64, u64)]) -> Vec<
             }
             for (si, &s) in bs.iter().enumerate() {
                 let fall_through = s as usize == bi + 1
-                    && match last.map(|l| (l.flow, l.tail_call)) {
+                    && match last.map(|l| (l.flow(), l.tail_call())) {
                         Some((Flow::CondJump, false)) => si + 1 == bs.len() && si > 0,
                         Some((Flow::CondJump, true)) => true,
                         Some((Flow::Next | Flow::Call, _)) | None => true,

@@ -66,41 +66,146 @@ pub enum IndirectJump {
     Unanalyzable,
 }
 
-/// One decoded instruction.
-#[derive(Debug, Clone, Copy)]
+/// One decoded instruction, in 16 bytes: a profiled program's CFGs hold millions of them.
+#[derive(Clone, Copy)]
 pub struct Insn {
-    /// Offset from the function start.
-    pub offset: u32,
-    /// Length in bytes.
-    pub len: u8,
-    /// Control-flow class.
-    pub flow: Flow,
-    /// iced-x86 code (the instruction form).
-    pub code: Code,
-    /// Whether an operand is a memory reference.
-    pub has_mem: bool,
-    /// A jump that leaves the function, or an indirect jump through no recognised jump table
-    /// (perf2bolt's aggregation treats it as a call).
-    pub tail_call: bool,
-    /// For indirect jumps of a function with blocks: BOLT's classification (the one rule for CFG
-    /// rejection and for the opcodes block and function hashes use).
-    pub indirect: Option<IndirectJump>,
-    /// `pop` or `leave`: epilogue code (an unresolved indirect jump after it in its block is a
-    /// tail call).
-    pub epilogue: bool,
-    /// For an indirect jump: its target is loaded from memory at a fixed place (no base
-    /// register, or %rip; see [`IndirectJump`]).
-    pub fixed_memory_target: bool,
     /// Target of a direct branch or call (0 for indirect ones and other instructions).
     pub target: u64,
+    /// Offset from the function start.
+    pub offset: u32,
+    /// iced-x86 code (the instruction form).
+    pub code: Code,
+    /// The rest, packed: the length (4 bits), the [`Flow`] (3), the [`IndirectJump`] (3, 0
+    /// for none) and the flags below.
+    bits: u16,
 }
 
+const LEN_MASK: u16 = 0xf;
+const FLOW_SHIFT: u32 = 4;
+const INDIRECT_SHIFT: u32 = 7;
+const HAS_MEM: u16 = 1 << 10;
+const TAIL_CALL: u16 = 1 << 11;
+const EPILOGUE: u16 = 1 << 12;
+const FIXED_MEMORY_TARGET: u16 = 1 << 13;
+
+const FLOWS: [Flow; 7] = [
+    Flow::Next,
+    Flow::Call,
+    Flow::Return,
+    Flow::CondJump,
+    Flow::Jump,
+    Flow::IndirectJump,
+    Flow::Trap,
+];
+const INDIRECT_JUMPS: [IndirectJump; 4] = [
+    IndirectJump::JumpTable,
+    IndirectJump::TailCall,
+    IndirectJump::Unknown,
+    IndirectJump::Unanalyzable,
+];
+
 impl Insn {
+    /// An instruction as decoded (`len` at most 15, as x86 has it); no [`IndirectJump`] yet.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        offset: u32,
+        len: u8,
+        flow: Flow,
+        code: Code,
+        target: u64,
+        has_mem: bool,
+        tail_call: bool,
+        epilogue: bool,
+        fixed_memory_target: bool,
+    ) -> Insn {
+        let flag = |on: bool, bit: u16| if on { bit } else { 0 };
+        Insn {
+            target,
+            offset,
+            code,
+            bits: (u16::from(len) & LEN_MASK)
+                | ((flow as u16) << FLOW_SHIFT)
+                | flag(has_mem, HAS_MEM)
+                | flag(tail_call, TAIL_CALL)
+                | flag(epilogue, EPILOGUE)
+                | flag(fixed_memory_target, FIXED_MEMORY_TARGET),
+        }
+    }
+
+    /// Length in bytes (never 0: an instruction is not a collection).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> u8 {
+        (self.bits & LEN_MASK) as u8
+    }
+
+    /// Control-flow class.
+    pub fn flow(&self) -> Flow {
+        FLOWS[usize::from((self.bits >> FLOW_SHIFT) & 7)]
+    }
+
+    /// Whether an operand is a memory reference.
+    pub fn has_mem(&self) -> bool {
+        self.bits & HAS_MEM != 0
+    }
+
+    /// A jump that leaves the function, or an indirect jump through no recognised jump table
+    /// (perf2bolt's aggregation treats it as a call).
+    pub fn tail_call(&self) -> bool {
+        self.bits & TAIL_CALL != 0
+    }
+
+    fn set_tail_call(&mut self) {
+        self.bits |= TAIL_CALL;
+    }
+
+    /// For indirect jumps of a function with blocks: BOLT's classification (the one rule for CFG
+    /// rejection and for the opcodes block and function hashes use).
+    pub fn indirect(&self) -> Option<IndirectJump> {
+        let k = usize::from((self.bits >> INDIRECT_SHIFT) & 7);
+        k.checked_sub(1).map(|k| INDIRECT_JUMPS[k])
+    }
+
+    fn set_indirect(&mut self, kind: IndirectJump) {
+        self.bits = (self.bits & !(7 << INDIRECT_SHIFT)) | ((kind as u16 + 1) << INDIRECT_SHIFT);
+    }
+
+    /// `pop` or `leave`: epilogue code (an unresolved indirect jump after it in its block is a
+    /// tail call).
+    pub fn epilogue(&self) -> bool {
+        self.bits & EPILOGUE != 0
+    }
+
+    /// For an indirect jump: its target is loaded from memory at a fixed place (no base
+    /// register, or %rip; see [`IndirectJump`]).
+    pub fn fixed_memory_target(&self) -> bool {
+        self.bits & FIXED_MEMORY_TARGET != 0
+    }
+
     /// Whether BOLT's `isCall` holds: calls and tail calls (including conditional ones).
     pub fn is_call(&self) -> bool {
-        self.flow == Flow::Call || self.tail_call
+        self.flow() == Flow::Call || self.tail_call()
     }
 }
+
+impl std::fmt::Debug for Insn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Insn")
+            .field("offset", &self.offset)
+            .field("len", &self.len())
+            .field("flow", &self.flow())
+            .field("code", &self.code)
+            .field("has_mem", &self.has_mem())
+            .field("tail_call", &self.tail_call())
+            .field("indirect", &self.indirect())
+            .field("epilogue", &self.epilogue())
+            .field("fixed_memory_target", &self.fixed_memory_target())
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+/// A block's successors.
+pub type Succs = smallvec::SmallVec<[u32; 4]>;
 
 /// One basic block.
 #[derive(Debug, Clone)]
@@ -113,8 +218,9 @@ pub struct Block {
     pub first_insn: u32,
     /// One past the last instruction.
     pub end_insn: u32,
-    /// Successor block indices in BOLT's order.
-    pub succs: Vec<u32>,
+    /// Successor block indices in BOLT's order (up to four without an allocation of their own:
+    /// a large program has hundreds of thousands of blocks, nearly all with one or two).
+    pub succs: Succs,
     /// Whether the block is an entry point.
     pub is_entry: bool,
     /// Landing-pad blocks of the invokes in this block (the throw edges), in the order their
@@ -199,12 +305,12 @@ impl Cfg {
     fn conditional_branch(&self, bi: usize) -> Option<Code> {
         let b = &self.blocks[bi];
         let last = self.last_insn(bi)?;
-        if last.flow == Flow::CondJump && !last.tail_call {
+        if last.flow() == Flow::CondJump && !last.tail_call() {
             return Some(last.code);
         }
-        if last.flow == Flow::Jump && !last.tail_call && b.end_insn >= b.first_insn + 2 {
+        if last.flow() == Flow::Jump && !last.tail_call() && b.end_insn >= b.first_insn + 2 {
             let prev = &self.insns[b.end_insn as usize - 2];
-            if prev.flow == Flow::CondJump && !prev.tail_call {
+            if prev.flow() == Flow::CondJump && !prev.tail_call() {
                 return Some(prev.code);
             }
         }
@@ -243,7 +349,7 @@ impl Cfg {
             && self.blocks.iter().all(|b| {
                 (b.first_insn as usize..b.end_insn as usize).all(|k| {
                     let i = &self.insns[k];
-                    !(i.flow == Flow::IndirectJump && i.tail_call)
+                    !(i.flow() == Flow::IndirectJump && i.tail_call())
                         || self.tail_call_outside_strict_mode(b, k)
                 })
             })
@@ -258,8 +364,8 @@ impl Cfg {
         let prefix = &self.insns[block.first_insn as usize..=k];
         self.blocks.len() == 1
             || (!unanalyzable(prefix)
-                && (self.insns[k].fixed_memory_target
-                    || prefix[..prefix.len() - 1].iter().any(|i| i.epilogue)))
+                && (self.insns[k].fixed_memory_target()
+                    || prefix[..prefix.len() - 1].iter().any(|i| i.epilogue())))
     }
 
     /// The instruction starting exactly at `offset`.
@@ -276,7 +382,7 @@ impl Cfg {
 /// the jump) has no memory location for its target: outside strict mode, BOLT cannot
 /// post-process it ([`IndirectJump::Unanalyzable`]).
 fn unanalyzable(block_prefix: &[Insn]) -> bool {
-    !block_prefix.iter().any(|i| i.has_mem)
+    !block_prefix.iter().any(|i| i.has_mem())
 }
 
 fn classify(ins: &Instruction) -> Flow {
@@ -514,21 +620,20 @@ fn decode_into(
                 table_leas.push(at);
             }
         }
-        insns.push(Insn {
+        insns.push(Insn::new(
             offset,
-            len: ins.len() as u8,
+            ins.len() as u8,
             flow,
-            code: ins.code(),
+            ins.code(),
+            target,
             has_mem,
             tail_call,
-            target,
-            indirect: None,
-            epilogue: matches!(
+            matches!(
                 ins.mnemonic(),
                 iced_x86::Mnemonic::Pop | iced_x86::Mnemonic::Leave
             ),
-            fixed_memory_target: flow == Flow::IndirectJump && fixed_memory_target(&ins, decoded),
-        });
+            flow == Flow::IndirectJump && fixed_memory_target(&ins, decoded),
+        ));
         if let Some(o) = offsets.as_deref_mut() {
             o.push(decoder.get_constant_offsets(&ins));
         }
@@ -562,7 +667,7 @@ impl Decoded {
         let indirect = self
             .insns
             .iter()
-            .filter(|i| i.flow == Flow::IndirectJump)
+            .filter(|i| i.flow() == Flow::IndirectJump)
             .count();
         indirect > self.jump_tables.len()
             || self.jump_tables.iter().any(|&(_, table)| {
@@ -616,7 +721,7 @@ impl Decoded {
         for &(idx, table) in &self.jump_tables {
             let jt = jump_table_targets(image, func, table, limit(table.base));
             if jt.is_empty() {
-                self.insns[idx as usize].tail_call = true;
+                self.insns[idx as usize].set_tail_call();
             } else {
                 targets.push((idx, jt));
             }
@@ -688,7 +793,7 @@ pub fn build_from(
     } = d;
     // In-function target offset of a direct jump or conditional jump.
     let direct_target = |i: &Insn| -> Option<u64> {
-        (matches!(i.flow, Flow::CondJump | Flow::Jump) && !i.tail_call)
+        (matches!(i.flow(), Flow::CondJump | Flow::Jump) && !i.tail_call())
             .then(|| i.target - func.address)
     };
     let table_targets = |idx: u32| -> &[u64] {
@@ -746,16 +851,16 @@ pub fn build_from(
     };
     leaders.extend(eh.pads.iter().copied());
     for (k, i) in insns.iter().enumerate() {
-        if !matches!(i.flow, Flow::Next | Flow::Call) {
-            let next = u64::from(i.offset) + u64::from(i.len);
+        if !matches!(i.flow(), Flow::Next | Flow::Call) {
+            let next = u64::from(i.offset) + u64::from(i.len());
             // BOLT keeps a jump that directly follows a conditional branch in the conditional
             // branch's block (the block then ends in `jcc; jmp`) unless something else makes
             // the jump a leader.
-            let jcc_then_jmp = i.flow == Flow::CondJump
-                && !i.tail_call
+            let jcc_then_jmp = i.flow() == Flow::CondJump
+                && !i.tail_call()
                 && insns
                     .get(k + 1)
-                    .is_some_and(|n| n.flow == Flow::Jump && !n.tail_call);
+                    .is_some_and(|n| n.flow() == Flow::Jump && !n.tail_call());
             if next < size && !jcc_then_jmp {
                 leaders.push(next);
             }
@@ -776,7 +881,7 @@ pub fn build_from(
             end: end as u32,
             first_insn: first as u32,
             end_insn: insn_idx as u32,
-            succs: Vec::new(),
+            succs: Succs::new(),
             is_entry: lead == 0 || entries.contains(&lead),
             landing_pads: Vec::new(),
             is_landing_pad: false,
@@ -807,30 +912,32 @@ pub fn build_from(
     let has_jump_table = !referenced_by_data.is_empty()
         || insns
             .iter()
-            .any(|i| i.flow == Flow::IndirectJump && !i.tail_call);
+            .any(|i| i.flow() == Flow::IndirectJump && !i.tail_call());
     let strict = image.relocation_mode();
     for b in &blocks {
         let first = b.first_insn as usize;
         for k in first..b.end_insn as usize {
-            if insns[k].flow != Flow::IndirectJump {
+            if insns[k].flow() != Flow::IndirectJump {
                 continue;
             }
-            insns[k].indirect = Some(if !insns[k].tail_call {
+            let kind = if !insns[k].tail_call() {
                 IndirectJump::JumpTable
             } else if blocks.len() == 1 || (strict && !has_jump_table) {
                 IndirectJump::TailCall
             } else if !strict && unanalyzable(&insns[first..=k]) {
                 IndirectJump::Unanalyzable
-            } else if insns[k].fixed_memory_target || insns[first..k].iter().any(|i| i.epilogue) {
+            } else if insns[k].fixed_memory_target() || insns[first..k].iter().any(|i| i.epilogue())
+            {
                 IndirectJump::TailCall
             } else {
                 IndirectJump::Unknown
-            });
+            };
+            insns[k].set_indirect(kind);
         }
     }
     if insns
         .iter()
-        .any(|i| i.indirect == Some(IndirectJump::Unanalyzable))
+        .any(|i| i.indirect() == Some(IndirectJump::Unanalyzable))
     {
         return Cfg {
             simple: false,
@@ -850,7 +957,7 @@ pub fn build_from(
     for bi in 0..real_blocks {
         let b = &blocks[bi];
         let next_block = (bi + 1 < real_blocks).then_some(bi as u32 + 1);
-        let mut succs = Vec::new();
+        let mut succs = Succs::new();
         if b.end_insn > b.first_insn {
             let last_idx = b.end_insn - 1;
             let last = insns[last_idx as usize];
@@ -862,7 +969,7 @@ pub fn build_from(
                 }
                 None => table_targets(last_idx),
             };
-            match last.flow {
+            match last.flow() {
                 Flow::CondJump => {
                     succs.extend(tgts.iter().filter_map(|&t| block_of(t)));
                     succs.extend(next_block);
@@ -871,7 +978,7 @@ pub fn build_from(
                     // `jcc; jmp` at the end of a block: the conditional target comes first.
                     if last_idx > b.first_insn {
                         let prev = &insns[last_idx as usize - 1];
-                        if prev.flow == Flow::CondJump && !prev.tail_call {
+                        if prev.flow() == Flow::CondJump && !prev.tail_call() {
                             succs.extend(direct_target(prev).and_then(block_of));
                         }
                     }
@@ -879,7 +986,7 @@ pub fn build_from(
                 }
                 // Unknown control flow in strict mode (`addUnknownControlFlow`): every offset
                 // data refers to, in address order.
-                Flow::IndirectJump if strict && last.indirect == Some(IndirectJump::Unknown) => {
+                Flow::IndirectJump if strict && last.indirect() == Some(IndirectJump::Unknown) => {
                     let referenced = referenced.get_or_insert_with(|| {
                         let mut v: Vec<u64> = tables
                             .iter()
@@ -893,7 +1000,7 @@ pub fn build_from(
                     succs = referenced.iter().filter_map(|&t| block_of(t)).collect();
                 }
                 Flow::IndirectJump => {
-                    let mut v: Vec<u32> = tgts.iter().filter_map(|&t| block_of(t)).collect();
+                    let mut v: Succs = tgts.iter().filter_map(|&t| block_of(t)).collect();
                     v.sort_unstable();
                     v.dedup();
                     succs = v;
@@ -902,7 +1009,7 @@ pub fn build_from(
                 Flow::Next | Flow::Call => succs.extend(next_block),
             }
         }
-        let mut seen = Vec::with_capacity(succs.len());
+        let mut seen = Succs::with_capacity(succs.len());
         for s in succs {
             if !seen.contains(&s) {
                 seen.push(s);
@@ -982,10 +1089,10 @@ fn exception_info(
             // BOLT's `isCall` at this point: calls, and jumps already made tail calls during
             // disassembly (direct ones leaving the function, indirect ones through a fixed
             // memory location); conditional tail calls are left out.
-            let is_call = match i.flow {
+            let is_call = match i.flow() {
                 Flow::Call => true,
-                Flow::Jump => i.tail_call,
-                Flow::IndirectJump => i.tail_call && i.fixed_memory_target,
+                Flow::Jump => i.tail_call(),
+                Flow::IndirectJump => i.tail_call() && i.fixed_memory_target(),
                 _ => false,
             };
             if is_call {
@@ -1131,4 +1238,54 @@ fn is_canonical_condition(code: Code) -> bool {
         code.mnemonic(),
         M::Jne | M::Jge | M::Jle | M::Jae | M::Jbe | M::Jns | M::Jnp | M::Jno
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field of a packed instruction reads back as written, whatever the others hold.
+    #[test]
+    fn packed_instruction_fields_read_back() {
+        assert_eq!(std::mem::size_of::<Insn>(), 16);
+        for len in [1u8, 7, 15] {
+            for flow in FLOWS {
+                for flags in 0..16u8 {
+                    let [has_mem, tail_call, epilogue, fixed] =
+                        [0, 1, 2, 3].map(|bit| flags & (1 << bit) != 0);
+                    let code = Code::Jmp_rm64;
+                    let mut i = Insn::new(
+                        0x1234_5678,
+                        len,
+                        flow,
+                        code,
+                        u64::MAX - 1,
+                        has_mem,
+                        tail_call,
+                        epilogue,
+                        fixed,
+                    );
+                    let check = |i: &Insn, tail_call: bool, indirect: Option<IndirectJump>| {
+                        assert_eq!(
+                            (i.offset, i.len(), i.flow(), i.code, i.target),
+                            (0x1234_5678, len, flow, code, u64::MAX - 1)
+                        );
+                        assert_eq!(
+                            (i.has_mem(), i.tail_call(), i.epilogue()),
+                            (has_mem, tail_call, epilogue)
+                        );
+                        assert_eq!(i.fixed_memory_target(), fixed);
+                        assert_eq!(i.indirect(), indirect);
+                    };
+                    check(&i, tail_call, None);
+                    for kind in INDIRECT_JUMPS {
+                        i.set_indirect(kind);
+                        check(&i, tail_call, Some(kind));
+                    }
+                    i.set_tail_call();
+                    check(&i, true, Some(IndirectJump::Unanalyzable));
+                }
+            }
+        }
+    }
 }

@@ -117,11 +117,11 @@ fn is_nop(i: &Insn) -> bool {
 
 /// BOLT's `isCall`: calls and tail calls.
 fn is_call(i: &Insn) -> bool {
-    i.flow == Flow::Call || i.tail_call
+    i.flow() == Flow::Call || i.tail_call()
 }
 
 fn is_ctc(i: &Insn) -> bool {
-    i.flow == Flow::CondJump && i.tail_call
+    i.flow() == Flow::CondJump && i.tail_call()
 }
 
 /// The instructions BOLT keeps in block `b` (nops are dropped).
@@ -173,13 +173,13 @@ fn record_branch(
             if !is_nop(i) {
                 break;
             }
-            off += u64::from(i.len);
+            off += u64::from(i.len());
         }
         matches = to == off;
     }
     if !matches {
         if let Some(last) = block_insns(cfg, tb).next_back() {
-            if to == u64::from(last.offset) && last.flow == Flow::Jump && !last.tail_call {
+            if to == u64::from(last.offset) && last.flow() == Flow::Jump && !last.tail_call() {
                 return true;
             }
             if to <= u64::from(last.offset) {
@@ -199,7 +199,7 @@ fn record_branch(
     let fb_succs = &cfg.blocks[fb].succs;
     if !fb_succs.contains(&(tb as u32)) {
         if cfg.blocks[tb].is_entry
-            && from_insn.is_some_and(|i| is_call(i) || i.flow == Flow::IndirectJump)
+            && from_insn.is_some_and(|i| is_call(i) || i.flow() == Flow::IndirectJump)
         {
             // A recursive call or a return from one: counted already.
             return true;
@@ -209,7 +209,7 @@ fn record_branch(
         }
         let ft = (fb_succs.len() == 2).then(|| fb_succs[1] as usize);
         match ft {
-            Some(ft) if cfg.blocks[ft].succs == [tb as u32] => {
+            Some(ft) if cfg.blocks[ft].succs.as_slice() == [tb as u32] => {
                 if let Some(e) = edges.as_deref_mut() {
                     bump(&mut e[ft], tb as u32, count);
                 }
@@ -370,7 +370,7 @@ fn read_function(
             bolted
                 || cfg
                     .insn_at(from)
-                    .is_some_and(|i| !matches!(i.flow, Flow::Next | Flow::Trap))
+                    .is_some_and(|i| !matches!(i.flow(), Flow::Next | Flow::Trap))
         }
     });
     let mut counts = vec![0u64; n];
@@ -401,7 +401,7 @@ fn read_function(
             continue;
         }
         let Some(i) = cfg.insn_at(from) else { continue };
-        if !is_call(i) && i.flow != Flow::IndirectJump {
+        if !is_call(i) && i.flow() != Flow::IndirectJump {
             continue;
         }
         if i.target == 0 {
@@ -536,7 +536,7 @@ fn post_process(
         };
         let mut max = blocks[b].count;
         for i in block_insns(cfg, cb as usize) {
-            let c = if i.target == 0 && (is_call(i) || i.flow == Flow::IndirectJump) {
+            let c = if i.target == 0 && (is_call(i) || i.flow() == Flow::IndirectJump) {
                 call_profile
                     .get(&i.offset)
                     .map_or(0, |p| p.iter().map(|t| t.1).sum())

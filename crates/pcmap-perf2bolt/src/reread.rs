@@ -338,14 +338,14 @@ pub fn replay(agg: &Aggregator<'_, '_>, profile: &BranchProfile, sink: &mut impl
                 .cfg(t as usize)
                 .insn_at(k.from)
                 .filter(|i| {
-                    u64::from(i.offset) + u64::from(i.len) == off
-                        && !matches!(i.flow, Flow::Jump | Flow::IndirectJump | Flow::Return)
+                    u64::from(i.offset) + u64::from(i.len()) == off
+                        && !matches!(i.flow(), Flow::Jump | Flow::IndirectJump | Flow::Return)
                 })
                 .map(|i| {
-                    if i.flow == Flow::Call {
+                    if i.flow() == Flow::Call {
                         (off, true)
                     } else {
-                        (k.from + u64::from(i.len.max(1)) - 1, false)
+                        (k.from + u64::from(i.len().max(1)) - 1, false)
                     }
                 }),
             _ => None,

@@ -513,7 +513,9 @@ fn cfg_function(
             Some(from) == last
                 || (from >= u64::from(b.offset)
                     && from < u64::from(b.end)
-                    && cfg.insn_at(from).is_some_and(|i| i.flow == Flow::CondJump))
+                    && cfg
+                        .insn_at(from)
+                        .is_some_and(|i| i.flow() == Flow::CondJump))
         };
         for &s in &b.succs {
             let so = u64::from(cfg.blocks[s as usize].offset);
@@ -550,7 +552,7 @@ fn cfg_function(
             let Some(insn) = cfg.insn_at(k.from) else {
                 continue;
             };
-            if !(insn.is_call() || insn.flow == Flow::IndirectJump) {
+            if !(insn.is_call() || insn.flow() == Flow::IndirectJump) {
                 continue;
             }
             let offset = (k.from - u64::from(b.offset)) as u32;
@@ -559,7 +561,7 @@ fn cfg_function(
                     Some((from, idx)) if from == k.from => {
                         let call = &mut calls[idx];
                         call.count = call.count.wrapping_add(c.count);
-                        if insn.flow == Flow::CondJump {
+                        if insn.flow() == Flow::CondJump {
                             call.mispreds = call.mispreds.wrapping_add(c.mispreds);
                         }
                     }
@@ -571,7 +573,7 @@ fn cfg_function(
                             });
                         direct = Some((k.from, calls.len()));
                         // Conditional tail calls keep their mispredictions.
-                        let mispreds = if insn.flow == Flow::CondJump {
+                        let mispreds = if insn.flow() == Flow::CondJump {
                             c.mispreds
                         } else {
                             0

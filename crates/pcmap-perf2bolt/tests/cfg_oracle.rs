@@ -147,7 +147,7 @@ fn compare(bin: &std::path::Path) -> usize {
         for (bi, blk) in blocks.iter_mut().enumerate().take(real) {
             let ctc = c
                 .last_insn(bi)
-                .is_some_and(|i| i.tail_call && i.flow == pcmap_perf2bolt::cfg::Flow::CondJump);
+                .is_some_and(|i| i.tail_call() && i.flow() == pcmap_perf2bolt::cfg::Flow::CondJump);
             if ctc {
                 blk.1.retain(|&s| s < real);
             }
