@@ -484,11 +484,19 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .into_iter()
             .chain(self.label_entries.iter().copied())
             .filter_map(|addr| {
-                let i = self.starts.partition_point(|&s| s <= addr).checked_sub(1)?;
+                // Every direct call of the program passes here, nearly all to a function's
+                // start: the page index finds the function, and its start (already read)
+                // settles those without reading the function itself.
+                let i = self
+                    .pages
+                    .upper_bound(&self.starts, addr, |&s| s)
+                    .checked_sub(1)?;
+                let offset = addr - self.starts[i];
+                if offset == 0 {
+                    return None;
+                }
                 let f = &self.functions[i];
-                let offset = addr - f.address;
-                (f.kind == FunctionKind::Regular && offset != 0 && offset < f.size)
-                    .then_some((i, offset))
+                (f.kind == FunctionKind::Regular && offset < f.size).then_some((i, offset))
             })
             .collect();
         entries.sort_unstable();
