@@ -427,10 +427,7 @@ pub struct Decoded {
     /// when the CFG is built ([`build_from`]): a table ends where the next table of the binary
     /// starts, and the other functions' tables are known only once every function is decoded.
     jump_tables: Vec<(u32, JumpTable)>,
-    /// In relocation mode, the addresses outside code that RIP-relative `lea`s load: bases of
-    /// position-independent jump tables whose indirect jump is elsewhere (BOLT finds such tables
-    /// from the `lea`: "catch jump table references outside of the basic block containing the
-    /// indirect jump"), sorted.
+    /// The addresses [`table_lea`] finds, sorted.
     table_leas: Vec<u64>,
     /// Every byte of the function decoded.
     simple: bool,
@@ -495,22 +492,20 @@ pub struct FunctionScan {
 /// instruction (only the last few, for jump-table sequences), so that the functions a profile
 /// does not touch cost a decode and nothing more. Equal to [`Decoded::scan`] of [`decode`].
 pub fn scan(image: &BoltFunctions<'_, '_>, func: &Function) -> FunctionScan {
-    /// How far back a jump-table sequence is looked for (as in [`decode_into`]).
-    const RECENT: usize = 8;
     let mut out = FunctionScan::default();
     let Some(bytes) = image.binary().code_bytes(func.address, func.size) else {
         return out;
     };
     let relocation_mode = image.relocation_mode();
     let mut decoder = Decoder::with_ip(bitness(image), bytes, func.address, DecoderOptions::NONE);
-    let (mut indirect, mut tables) = (0usize, 0usize);
-    let mut empty_table = false;
-    // Instructions decoded in place: instruction `n` is in slot `n % (2 * RECENT)`, so the
-    // RECENT before the current one are still there.
-    let mut ring = [Instruction::default(); 2 * RECENT];
+    let mut indirect = 0usize;
+    let mut tables: Vec<JumpTable> = Vec::new();
+    // Instructions decoded in place: instruction `n` is in slot `n % (2 * TABLE_WINDOW)`, so
+    // the TABLE_WINDOW before the current one are still there.
+    let mut ring = [Instruction::default(); 2 * TABLE_WINDOW];
     let mut n = 0usize;
     while decoder.can_decode() {
-        let ins = &mut ring[n % (2 * RECENT)];
+        let ins = &mut ring[n % (2 * TABLE_WINDOW)];
         decoder.decode_out(ins);
         let ins = *ins;
         if ins.is_invalid() {
@@ -522,28 +517,56 @@ pub fn scan(image: &BoltFunctions<'_, '_>, func: &Function) -> FunctionScan {
         if ins.flow_control() == FlowControl::IndirectBranch {
             indirect += 1;
             // The instructions before this one, oldest first.
-            let before: Vec<Instruction> = (n.saturating_sub(RECENT)..n)
-                .map(|k| ring[k % (2 * RECENT)])
-                .collect();
-            if let Some(t) = jump_table_base(&ins, &before) {
-                tables += 1;
-                out.table_starts.push(t.base);
-                empty_table = empty_table
-                    || jump_table_targets(image, func, t, t.base.saturating_add(8)).is_empty();
+            let mut before = [Instruction::default(); TABLE_WINDOW];
+            let first = n.saturating_sub(TABLE_WINDOW);
+            for (slot, k) in before.iter_mut().zip(first..n) {
+                *slot = ring[k % (2 * TABLE_WINDOW)];
             }
+            tables.extend(jump_table_base(&ins, &before[..n - first]));
         }
-        if relocation_mode && ins.code() == Code::Lea_r64_m && ins.memory_base() == Register::RIP {
-            let at = ins.ip_rel_memory_address();
-            if image.binary().code_section_at(at).is_none() {
-                out.table_starts.push(at);
-            }
-        }
+        out.table_starts
+            .extend(table_lea(image, relocation_mode, &ins));
         n += 1;
     }
-    out.tableless_indirect_jump = indirect > tables || empty_table;
+    out.tableless_indirect_jump = tableless_indirect_jump(image, func, indirect, &tables);
+    out.table_starts.extend(tables.iter().map(|t| t.base));
     out.table_starts.sort_unstable();
     out.table_starts.dedup();
     out
+}
+
+/// How many instructions before an indirect jump its jump-table sequence is looked for in.
+const TABLE_WINDOW: usize = 8;
+
+/// In relocation mode (`relocation_mode`: [`BoltFunctions::relocation_mode`], asked once per
+/// function), the address outside code a RIP-relative `lea` loads: the base of a
+/// position-independent jump table whose indirect jump may be elsewhere (BOLT finds such tables
+/// from the `lea`: "catch jump table references outside of the basic block containing the
+/// indirect jump").
+fn table_lea(
+    image: &BoltFunctions<'_, '_>,
+    relocation_mode: bool,
+    ins: &Instruction,
+) -> Option<u64> {
+    (relocation_mode && ins.code() == Code::Lea_r64_m && ins.memory_base() == Register::RIP)
+        .then(|| ins.ip_rel_memory_address())
+        .filter(|&at| image.binary().code_section_at(at).is_none())
+}
+
+/// Whether a function with `indirect` indirect jumps, `tables` of them through recognised jump
+/// tables, has one through no table: more jumps than tables, or a table whose first entry is not
+/// in the function (a table is empty when its first entry is: the next table of the binary
+/// starts after it).
+fn tableless_indirect_jump(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    indirect: usize,
+    tables: &[JumpTable],
+) -> bool {
+    indirect > tables.len()
+        || tables.iter().any(|&table| {
+            jump_table_targets(image, func, table, table.base.saturating_add(8)).is_empty()
+        })
 }
 
 /// Decode `func` into `decoded` and, when given, the operand offsets block hashes need into
@@ -572,7 +595,6 @@ fn decode_into(
     let mut simple = (bytes.len() as u64) == size;
     let mut complete = true;
     let mut tables: Vec<(u32, JumpTable)> = Vec::new(); // insn index -> jump table
-    // RIP-relative `lea`s outside code, for jump tables whose base is loaded in another block.
     let mut table_leas: Vec<u64> = Vec::new();
     let relocation_mode = image.relocation_mode();
     let mut ins = Instruction::default();
@@ -607,19 +629,15 @@ fn decode_into(
             }
             // The last few instructions, to recognise position-independent jump-table sequences.
             Flow::IndirectJump => {
-                match jump_table_base(&ins, &decoded[decoded.len().saturating_sub(8)..]) {
+                match jump_table_base(&ins, &decoded[decoded.len().saturating_sub(TABLE_WINDOW)..])
+                {
                     Some(t) => tables.push((insns.len() as u32, t)),
                     None => tail_call = true,
                 }
             }
             _ => {}
         }
-        if relocation_mode && ins.code() == Code::Lea_r64_m && ins.memory_base() == Register::RIP {
-            let at = ins.ip_rel_memory_address();
-            if image.binary().code_section_at(at).is_none() {
-                table_leas.push(at);
-            }
-        }
+        table_leas.extend(table_lea(image, relocation_mode, &ins));
         insns.push(Insn::new(
             offset,
             ins.len() as u8,
@@ -669,12 +687,8 @@ impl Decoded {
             .iter()
             .filter(|i| i.flow() == Flow::IndirectJump)
             .count();
-        indirect > self.jump_tables.len()
-            || self.jump_tables.iter().any(|&(_, table)| {
-                // A table is empty when its first entry is: the next table of the binary starts
-                // after it.
-                jump_table_targets(image, func, table, table.base.saturating_add(8)).is_empty()
-            })
+        let tables: Vec<JumpTable> = self.jump_tables.iter().map(|&(_, t)| t).collect();
+        tableless_indirect_jump(image, func, indirect, &tables)
     }
 
     /// This decode's [`FunctionScan`], with the `references` [`decode`] returned with it.

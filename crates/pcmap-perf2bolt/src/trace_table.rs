@@ -69,10 +69,13 @@ pub(crate) struct TraceTable {
     /// trace whose key is [`EMPTY`].
     wide: FxHashMap<Trace, TraceCounts>,
     /// Traces not counted yet (at most [`BATCH`]).
-    pending: Vec<(Trace, u64, u64)>,
+    pending: Vec<Queued>,
     /// The batch before `pending`: its home slots are being fetched; counted at the next flush.
-    fetching: Vec<(Trace, u64, u64)>,
+    fetching: Vec<Queued>,
 }
+
+/// A trace waiting to be counted: its slot key ([`TraceTable::compact`], made once) and counts.
+type Queued = (Trace, Option<Key>, u64, u64);
 
 /// A multiplicative hash whose top bits depend on every bit of the key.
 fn hash(k: &Key) -> u64 {
@@ -140,11 +143,12 @@ impl TraceTable {
         if let Some(last) = self.pending.last_mut()
             && last.0 == t
         {
-            last.1 = last.1.wrapping_add(count);
-            last.2 = last.2.wrapping_add(mispreds);
+            last.2 = last.2.wrapping_add(count);
+            last.3 = last.3.wrapping_add(mispreds);
             return;
         }
-        self.pending.push((t, count, mispreds));
+        let key = self.compact(&t);
+        self.pending.push((t, key, count, mispreds));
         if self.pending.len() == BATCH {
             self.flush();
         }
@@ -156,10 +160,9 @@ impl TraceTable {
             return;
         }
         self.reserve(self.pending.len() + self.fetching.len());
-        for i in 0..self.pending.len() {
-            let t = self.pending[i].0;
-            if let Some(k) = self.compact(&t) {
-                prefetch(&self.slots[self.home(&k)]);
+        for (_, key, _, _) in &self.pending {
+            if let Some(k) = key {
+                prefetch(&self.slots[self.home(k)]);
             }
         }
         let mut fetched = std::mem::take(&mut self.fetching);
@@ -181,9 +184,9 @@ impl TraceTable {
     }
 
     /// Count `traces` (room made for them).
-    fn count_all(&mut self, traces: &[(Trace, u64, u64)]) {
-        for &(t, count, mispreds) in traces {
-            match self.compact(&t) {
+    fn count_all(&mut self, traces: &[Queued]) {
+        for &(t, key, count, mispreds) in traces {
+            match key {
                 Some(k) if k != EMPTY => self.count_at(self.home(&k), k, t, count, mispreds),
                 _ => add(self.wide.entry(t).or_default(), count, mispreds),
             }

@@ -94,7 +94,6 @@ fn streamed_yaml_is_the_built_document() {
 /// `lea`/`movslq`/`add` sequences with it) and on the C and C++ fixtures.
 #[test]
 fn light_scan_equals_the_full_decode() {
-    let zstd_flags = |pie: &'static str| ["-O2", "-g0", pie, "-Wl,--emit-relocs"];
     let binaries = [
         tk::build_zstd(
             "report-zstd-v1",
@@ -102,7 +101,7 @@ fn light_scan_equals_the_full_decode() {
         ),
         tk::build_zstd(
             "decode-once-zstd-pie",
-            &[&zstd_flags("-fpie")[..], &["-pie"]].concat(),
+            &["-O2", "-g0", "-fpie", "-pie", "-Wl,--emit-relocs"],
         ),
         tk::build(
             "perf2bolt-p1",
