@@ -9,6 +9,7 @@
 //! `pcmap-fleet` runs the plans over shards.
 
 mod error;
+mod footer;
 pub mod schema;
 pub mod shard;
 

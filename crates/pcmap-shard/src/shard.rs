@@ -16,6 +16,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{ChunkReader, FileReader, SerializedFileReader};
 use pcmap_profile::fdata::{self, Line, Location, LocationKind};
 
+use crate::footer;
 use crate::schema::{self, kind};
 use crate::{Error, Result};
 
@@ -298,11 +299,42 @@ pub fn inspect_bytes(data: &[u8], path: &Path) -> Result<ShardMeta> {
     inspect_reader(bytes::Bytes::copy_from_slice(data), path)
 }
 
+/// Walk the Thrift bytes of a `PAR1` footer ([`footer::check`]) before parquet decodes them.
+/// Files without a plain footer (too short, encrypted, a length past the start) are left to
+/// parquet, whose errors name those cases.
+fn check_footer<R: ChunkReader>(data: &R, path: &Path) -> Result<()> {
+    let len = data.len();
+    if len < 12 {
+        return Ok(());
+    }
+    let read = |start: u64, n: usize| {
+        data.get_bytes(start, n).map_err(|source| Error::Parquet {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let tail = read(len - 8, 8)?;
+    if tail[4..] != *b"PAR1" {
+        return Ok(());
+    }
+    let size = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    if size + 8 > len {
+        return Ok(());
+    }
+    let start = len - 8 - size;
+    let bytes = read(start, size as usize)?;
+    footer::check(&bytes, start).map_err(|e| Error::BadShard {
+        path: path.to_path_buf(),
+        what: e.to_string(),
+    })
+}
+
 fn inspect_reader<R: ChunkReader + 'static>(data: R, path: &Path) -> Result<ShardMeta> {
     let bad = |what: String| Error::BadShard {
         path: path.to_path_buf(),
         what,
     };
+    check_footer(&data, path)?;
     let reader = SerializedFileReader::new(data).map_err(|source| Error::Parquet {
         path: path.to_path_buf(),
         source,

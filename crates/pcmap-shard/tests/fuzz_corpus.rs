@@ -34,3 +34,28 @@ fn fleet_shard_corpus_replays() {
     }
     assert!(valid > 0, "no valid shard among the seeds");
 }
+
+/// The inputs that kept parquet's Thrift reader busy for seconds (a `list<bool>` declaring two
+/// billion elements) and made it ask for 10 GB (a schema element declaring more children than
+/// the schema has) are refused by pcmap's footer walk before parquet decodes them.
+#[test]
+fn hostile_footers_are_refused_before_parquet_decodes_them() {
+    for name in [
+        "timeout-footer-skip",
+        "oom-schema-children",
+        "oom-schema-children-2",
+        "oom-schema-children-3",
+    ] {
+        let input = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/fleet_shard")
+            .join(name);
+        let data = std::fs::read(&input).unwrap();
+        let msg = pcmap_shard::shard::inspect_bytes(&data, &input)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("malformed Parquet footer at byte offset"),
+            "{msg}"
+        );
+    }
+}
