@@ -764,7 +764,7 @@ impl Decoded {
         let (start, size) = (func.address, func.size);
         referenced_by_data.extend(
             image
-                .data_references_in(start + 1, start + size)
+                .data_references_in(start.saturating_add(1), start.saturating_add(size))
                 .iter()
                 .map(|&a| a - start),
         );
