@@ -86,7 +86,7 @@ enum Field {
 }
 
 /// The fields parquet knows in one struct or union, by id; the others it skips.
-type Grammar = &'static [(i64, Field)];
+type Grammar = &'static [(i16, Field)];
 
 use Field::{Bin, Bool, Byte, Double, Int};
 
@@ -319,8 +319,11 @@ impl Walk<'_> {
     /// A struct or union whose known fields are `grammar`.
     fn structure(&mut self, grammar: Grammar, depth: u32) -> Result<(), FooterError> {
         self.deeper(self.cur.pos(), depth)?;
-        let mut id = 0i64;
+        // Field ids are `i16`, as parquet reads them: a long-form id is a zigzag number cut to
+        // 16 bits, and a delta that overflows is an error there.
+        let mut id = 0i16;
         loop {
+            let start = self.cur.pos();
             let header = self.byte()?;
             let kind = header & 0x0f;
             if kind == ty::STOP {
@@ -328,8 +331,10 @@ impl Walk<'_> {
             }
             id = match header >> 4 {
                 // A field id that is not a small delta from the last one follows as a varint.
-                0 => unzigzag(self.varint()?),
-                delta => id + i64::from(delta),
+                0 => unzigzag(self.varint()?) as i16,
+                delta => id.checked_add(i16::from(delta)).ok_or_else(|| {
+                    self.fail(start, format!("field id {id} + {delta} overflows 16 bits"))
+                })?,
             };
             let at = self.cur.pos();
             match grammar.iter().find(|(known, _)| *known == id) {
@@ -645,6 +650,23 @@ mod tests {
     fn truncated_input_names_the_offset() {
         let e = check(&[0xfc, 0x18, 0x05, b'a'], 8).unwrap_err();
         assert_eq!(e.offset, 11, "{e}");
+    }
+
+    #[test]
+    fn field_ids_are_sixteen_bits_as_parquet_reads_them() {
+        // FileMetaData { long-form id 65538 (2 once cut to 16 bits): bool } is field 2, the
+        // schema, for parquet: refused for its wire type like any field 2.
+        let mut f = vec![0x01];
+        pcmap_bytes::leb128::write_uleb128(&mut f, 65538 << 1);
+        f.extend([0x00]);
+        let e = check(&f, 0).unwrap_err();
+        assert!(e.what.contains("field 2 has Thrift type code 1"), "{e}");
+        // Field i16::MAX (an i64 of value 0), then a delta past it.
+        let mut f = vec![0x06];
+        pcmap_bytes::leb128::write_uleb128(&mut f, (i16::MAX as u64) << 1);
+        f.extend([0x00, 0x16, 0x00, 0x00]);
+        let e = check(&f, 0).unwrap_err();
+        assert!(e.what.contains("overflows 16 bits"), "{e}");
     }
 
     #[test]

@@ -41,6 +41,7 @@ fn fleet_shard_corpus_replays() {
 #[test]
 fn hostile_footers_are_refused_before_parquet_decodes_them() {
     for name in [
+        "timeout-field-id-16-bits",
         "timeout-footer-skip",
         "oom-schema-children",
         "oom-schema-children-2",
