@@ -528,7 +528,8 @@ pub fn scan(image: &BoltFunctions<'_, '_>, func: &Function) -> FunctionScan {
             .extend(table_lea(image, relocation_mode, &ins));
         n += 1;
     }
-    out.tableless_indirect_jump = tableless_indirect_jump(image, func, indirect, &tables);
+    out.tableless_indirect_jump =
+        tableless_indirect_jump(image, func, indirect, tables.iter().copied());
     out.table_starts.extend(tables.iter().map(|t| t.base));
     out.table_starts.sort_unstable();
     out.table_starts.dedup();
@@ -561,10 +562,10 @@ fn tableless_indirect_jump(
     image: &BoltFunctions<'_, '_>,
     func: &Function,
     indirect: usize,
-    tables: &[JumpTable],
+    mut tables: impl ExactSizeIterator<Item = JumpTable>,
 ) -> bool {
     indirect > tables.len()
-        || tables.iter().any(|&table| {
+        || tables.any(|table| {
             jump_table_targets(image, func, table, table.base.saturating_add(8)).is_empty()
         })
 }
@@ -687,8 +688,12 @@ impl Decoded {
             .iter()
             .filter(|i| i.flow() == Flow::IndirectJump)
             .count();
-        let tables: Vec<JumpTable> = self.jump_tables.iter().map(|&(_, t)| t).collect();
-        tableless_indirect_jump(image, func, indirect, &tables)
+        tableless_indirect_jump(
+            image,
+            func,
+            indirect,
+            self.jump_tables.iter().map(|&(_, t)| t),
+        )
     }
 
     /// This decode's [`FunctionScan`], with the `references` [`decode`] returned with it.

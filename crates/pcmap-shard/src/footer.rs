@@ -1,25 +1,26 @@
 //! A bounded walk over a Parquet footer's Thrift bytes, run before the `parquet` crate decodes
 //! them.
 //!
-//! Why by hand: parquet 59's Thrift reader skips the fields it does not know with a loop that
-//! takes no bytes for each element of a `list<bool>` (in the compact protocol every such element
-//! is one byte). A 345-byte file whose footer declares a list of two billion booleans kept it busy
-//! for seconds (found by the `fleet_shard` fuzz target). No crate offers a bounded check of a
-//! compact-protocol struct, and the rule needed is small: in the compact protocol every element
-//! of a list, set or map takes at least one byte, so a collection that declares more elements
-//! than there are bytes left is malformed. Checking that, and the nesting depth, makes the walk
-//! (and parquet's decode after it) linear in the footer's size.
+//! Why by hand: no crate offers a bounded check of a compact-protocol struct, and parquet 59's
+//! own reader is not bounded by its input (all found by the `fleet_shard` fuzz target):
+//! - it skips the fields it does not know with a loop that takes no bytes for each boolean
+//!   element of a list, set or map (the compact protocol spends one), so a 345-byte footer
+//!   declaring two billion of them kept it busy for seconds;
+//! - it reserves room for a schema element's `num_children` before reading them, so a
+//!   300-byte footer asked for gigabytes.
 //!
-//! Parquet reads the fields it knows by their id alone, whatever wire type their header names,
-//! so a walk by wire types alone can fall out of step with it and miss what parquet then skips.
-//! The walk therefore knows the fields parquet reads in a footer ([`FILE_META_DATA`] and the
-//! structs under it, from parquet-format's `parquet.thrift`) and refuses a known field whose wire
-//! type is not its own: where the walk accepts, it has read the bytes as parquet will.
+//! The walk refuses a collection that declares more elements than there are bytes left (every
+//! element but a skipped boolean takes at least one), counts the skipped booleans against
+//! [`MAX_FREE_STEPS`], and caps nesting at [`MAX_DEPTH`]; so its work, and parquet's after it,
+//! is bounded by the footer's size. The schema's elements must form a tree that fits the schema
+//! list.
 //!
-//! One rule of Parquet's own schema is checked too: parquet reserves room for a schema
-//! element's `num_children` before reading them, so a 300-byte footer declaring two billion
-//! children asked for 16 GB (the same fuzz target). The elements' children must fit in the
-//! schema list, as a tree no deeper than [`MAX_DEPTH`].
+//! To see the bytes as parquet will, the walk reads them by parquet's rules, not the protocol's:
+//! parquet reads the fields it knows by their id alone, whatever wire type their header names,
+//! with ids cut to 16 bits, and skips booleans as above. The walk knows those fields
+//! ([`FILE_META_DATA`] and the structs under it, from parquet-format's `parquet.thrift`) and
+//! refuses a known field whose wire type is not its own: where the walk accepts, it has read the
+//! bytes as parquet will.
 
 use pcmap_bytes::Cursor;
 
@@ -208,7 +209,10 @@ const ROW_GROUP: Grammar = &[
     (7, Int),
 ];
 const AES_GCM: Grammar = &[(1, Bin), (2, Bin), (3, Bool)];
-/// `FileMetaData`, the footer's top struct.
+/// `FileMetaData`, the footer's top struct. Fields 8 and 9 (encryption) are read by parquet
+/// only with its `encryption` feature, which pcmap does not enable; it skips them by wire type.
+/// The walk checks them all the same: where their wire types are their own, both read the same
+/// bytes, and any other wire type is refused.
 const FILE_META_DATA: Grammar = &[
     (1, Int),
     (2, Field::Schema),
@@ -360,7 +364,10 @@ impl Walk<'_> {
         match field {
             // A struct field's boolean value is its type code.
             Bool => Ok(()),
-            Int | Byte | Double | Bin => self.value(field_code(field), depth),
+            Int => self.varint().map(|_| ()),
+            Byte => self.skip(1),
+            Double => self.skip(8),
+            Bin => self.value(ty::BINARY, depth),
             Field::Struct(grammar) => self.structure(grammar, depth + 1),
             Field::List(element) => self.list(Some(*element), depth),
             Field::Schema => self.schema(depth),
@@ -529,16 +536,6 @@ impl Walk<'_> {
 
 fn is_bool(kind: u8) -> bool {
     matches!(kind, ty::BOOL_TRUE | ty::BOOL_FALSE)
-}
-
-/// The wire type a scalar field is skipped as.
-fn field_code(field: Field) -> u8 {
-    match field {
-        Byte => ty::BYTE,
-        Double => ty::DOUBLE,
-        Bin => ty::BINARY,
-        _ => ty::I64,
-    }
 }
 
 #[cfg(test)]

@@ -35,14 +35,17 @@ fn fleet_shard_corpus_replays() {
     assert!(valid > 0, "no valid shard among the seeds");
 }
 
-/// The inputs that kept parquet's Thrift reader busy for seconds (a `list<bool>` declaring two
-/// billion elements) and made it ask for 10 GB (a schema element declaring more children than
-/// the schema has) are refused by pcmap's footer walk before parquet decodes them.
+/// Every input the fuzz target found that kept parquet's Thrift reader busy for seconds
+/// (booleans it skips without reading a byte, found through lists, maps, a row group and a
+/// 16-bit field id) or made it ask for gigabytes (schema elements declaring more children than
+/// the schema has) is refused by pcmap's footer walk before parquet decodes it.
 #[test]
 fn hostile_footers_are_refused_before_parquet_decodes_them() {
     for name in [
         "timeout-field-id-16-bits",
         "timeout-footer-skip",
+        "timeout-map-of-bool-lists",
+        "timeout-row-group-skip",
         "oom-schema-children",
         "oom-schema-children-2",
         "oom-schema-children-3",
