@@ -287,10 +287,14 @@ impl Density {
 
 /// The binary with lazily built CFGs.
 ///
-/// Every function is decoded once per run: when the profile is known
-/// ([`Self::aggregate_traces`], [`Self::aggregate_samples`]), one parallel pass decodes every
-/// function for BOLT's interprocedural references (secondary entry points); the functions the
-/// profile touches keep that decode for their CFG, which block and function hashes use too.
+/// When the profile is known ([`Self::aggregate_traces`], [`Self::aggregate_samples`]), one
+/// parallel pass decodes every function for BOLT's interprocedural references (secondary entry
+/// points). Without hashing, the functions the profile touches keep that decode for their CFG:
+/// every function is decoded once per run. With hashing ([`Self::with_hashing`]), a touched
+/// function is decoded a second time when its CFG is built, and hashed from that decode at
+/// once: keeping every touched function's full decode (iced instructions and operand offsets)
+/// until the CFGs are built held about 100 MB more on a 20,000-function profile and took
+/// longer than decoding again.
 pub struct Aggregator<'a, 'data> {
     image: &'a BoltFunctions<'a, 'data>,
     /// Boxed: one slot per function of the binary, most of them never filled (a `Cfg` inline
@@ -574,15 +578,24 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         crate::block_hash::cfg_hashes(&self.hash_context(), f, self.cfg(index), dfs)
     }
 
-    /// Hash a CFG just built from its decode ([`Self::with_hashing`]) and drop the decode.
-    fn keep_hashes(&self, f: &pcmap_binary::bolt::BoltFunction, cfg: &mut Cfg) {
+    /// Hash a CFG just built from `decoded` ([`Self::with_hashing`]).
+    fn keep_hashes(
+        &self,
+        f: &pcmap_binary::bolt::BoltFunction,
+        cfg: &mut Cfg,
+        decoded: crate::block_hash::Instructions<'_>,
+    ) {
         let ctx = &self.hash_context();
         if cfg.simple && !cfg.blocks.is_empty() {
-            let hashes = crate::block_hash::Hashes::compute(ctx, f, cfg, self.dfs_hashes);
+            let hashes = crate::block_hash::Hashes::compute_from(
+                ctx,
+                f,
+                cfg,
+                Some(decoded),
+                self.dfs_hashes,
+            );
             cfg.hashes = Some(Box::new(hashes));
         }
-        cfg.decoded = Vec::new();
-        cfg.offsets = Vec::new();
     }
 
     /// Decode every function once for BOLT's secondary entry points, keeping the decodes of
@@ -597,13 +610,16 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 .filter(|&i| funcs[i].kind == FunctionKind::Regular)
                 .map(|i| {
                     self.decodes.fetch_add(1, Ordering::Relaxed);
-                    let keep = touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
+                    // A hashing aggregator decodes a touched function again for its CFG (see
+                    // the type's doc).
+                    let keep = !self.hashing
+                        && touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
                         && self.cfgs[i].get().is_none();
                     if !keep {
                         // Not profiled (or its CFG already built): nothing of it is kept.
                         return (i, cfg::scan(self.image, &funcs[i]));
                     }
-                    let (d, references) = cfg::decode(self.image, &funcs[i], self.hashing);
+                    let (d, references) = cfg::decode(self.image, &funcs[i], false);
                     let scan = d.scan(self.image, &funcs[i], references);
                     if let Ok(mut slot) = self.pending[i].lock() {
                         *slot = Some(Box::new(d));
@@ -628,10 +644,20 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         });
     }
 
-    /// How many times this aggregator decoded a function (once per function when the profile
-    /// was known before any CFG was asked for).
+    /// How many times this aggregator decoded a function: once per function when the profile
+    /// was known before any CFG was asked for, and once more per CFG when it hashes.
     pub fn decoded_functions(&self) -> usize {
         self.decodes.load(Ordering::Relaxed)
+    }
+
+    /// How many CFGs of functions that are not PLT entries this aggregator built.
+    pub fn built_cfgs(&self) -> usize {
+        let funcs = self.image.functions();
+        self.cfgs
+            .iter()
+            .zip(funcs)
+            .filter(|(c, f)| f.kind == FunctionKind::Regular && c.get().is_some())
+            .count()
     }
 
     /// The CFG of function `index`, built on first use.
@@ -642,20 +668,21 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 FunctionKind::Regular => {
                     self.prepare(None);
                     let entries = self.entries.get().map_or(&[][..], |e| &e[index]);
-                    let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
-                    let d = pending.map_or_else(
-                        || {
-                            self.decodes.fetch_add(1, Ordering::Relaxed);
-                            cfg::decode(self.image, f, self.hashing).0
-                        },
-                        |d| *d,
-                    );
                     let starts = self.table_starts.get().map(Vec::as_slice);
-                    let mut cfg = cfg::build_from(self.image, f, entries, d, starts);
-                    if self.hashing {
-                        self.keep_hashes(f, &mut cfg);
+                    let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
+                    if let Some(d) = pending {
+                        return Box::new(cfg::build_from(self.image, f, entries, *d, starts));
                     }
-                    Box::new(cfg)
+                    self.decodes.fetch_add(1, Ordering::Relaxed);
+                    if !self.hashing {
+                        let d = cfg::decode(self.image, f, false).0;
+                        return Box::new(cfg::build_from(self.image, f, entries, d, starts));
+                    }
+                    cfg::decode_with(self.image, f, |d, decoded, offsets| {
+                        let mut cfg = cfg::build_from(self.image, f, entries, d, starts);
+                        self.keep_hashes(f, &mut cfg, (decoded, offsets));
+                        Box::new(cfg)
+                    })
                 }
                 FunctionKind::Plt => Box::default(),
             }

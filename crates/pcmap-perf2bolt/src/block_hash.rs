@@ -127,10 +127,22 @@ pub struct Hashes {
 }
 
 impl Hashes {
-    /// The hashes of `func`, whose CFG `cfg` must still hold its decoded instructions (or the
+    /// The hashes of `func`, from the decoded instructions its CFG `cfg` holds (else the
     /// function is decoded again); `dfs`: also the function hash in depth-first order.
     pub fn compute(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg, dfs: bool) -> Self {
-        hash_pass(ctx, func, cfg, |names, block, stats| Hashes {
+        Self::compute_from(ctx, func, cfg, None, dfs)
+    }
+
+    /// [`Self::compute`] from `decoded`, the instructions `cfg` was built from and their
+    /// operand offsets (as [`crate::cfg::decode_with`] hands them), when given.
+    pub fn compute_from(
+        ctx: &Context<'_, '_>,
+        func: &Function,
+        cfg: &Cfg,
+        decoded: Option<Instructions<'_>>,
+        dfs: bool,
+    ) -> Self {
+        hash_pass(ctx, func, cfg, decoded, |names, block, stats| Hashes {
             function: names.hash(None),
             function_dfs: dfs.then(|| names.hash(Some(&cfg.dfs_order()))),
             blocks: packed_block_hashes(func, cfg, block),
@@ -718,7 +730,7 @@ pub fn hash_inputs(
     stats: &mut Stats,
 ) -> Vec<(Vec<u8>, String)> {
     let mut out = Vec::with_capacity(cfg.blocks.len());
-    block_strings(ctx, func, cfg, stats, true, None, |instr, loose| {
+    block_strings(ctx, func, cfg, None, stats, true, None, |instr, loose| {
         out.push((instr.to_vec(), String::from_utf8_lossy(loose).into_owned()))
     });
     out
@@ -749,6 +761,7 @@ pub fn function_hash_in_order(
         ctx,
         func,
         cfg,
+        None,
         &mut stats,
         false,
         Some(&mut names),
@@ -783,30 +796,58 @@ impl BlockNames {
     }
 }
 
+/// A function's decoded instructions and where each one's displacement and immediate lie in
+/// its bytes: what block strings are made of.
+pub type Instructions<'d> = (&'d [Instruction], &'d [ConstantOffsets]);
+
 /// The strings of each block in order, handed to `block(instr, loose)`: the `hashBlock` string
 /// (with operand bytes when `operands`) and the loose string. `names`: also each block's
 /// string without operands (what [`function_hash`] hashes), in the same pass. The buffers are
 /// reused from block to block: this runs for every instruction of every profiled function.
+///
+/// The instructions are `decoded` when given, else those `cfg` keeps, else the function is
+/// decoded again (into reused buffers).
+#[allow(clippy::too_many_arguments)]
 fn block_strings(
     ctx: &Context<'_, '_>,
     func: &Function,
     cfg: &Cfg,
+    decoded: Option<Instructions<'_>>,
+    stats: &mut Stats,
+    operands: bool,
+    names: Option<&mut BlockNames>,
+    block: impl FnMut(&[u8], &[u8]),
+) {
+    if cfg.blocks.is_empty() {
+        return;
+    }
+    let run = |(decoded, offsets): Instructions<'_>| {
+        block_strings_of(
+            ctx, func, cfg, decoded, offsets, stats, operands, names, block,
+        )
+    };
+    match decoded {
+        Some(d) => run(d),
+        None if cfg.decoded.len() == cfg.insns.len() => run((&cfg.decoded, &cfg.offsets)),
+        None => crate::cfg::decode_with(ctx.image, func, |_, decoded, offsets| {
+            run((decoded, offsets))
+        }),
+    }
+}
+
+/// [`block_strings`] from the instructions `cfg` was built from.
+#[allow(clippy::too_many_arguments)]
+fn block_strings_of(
+    ctx: &Context<'_, '_>,
+    func: &Function,
+    cfg: &Cfg,
+    decoded: &[Instruction],
+    offsets: &[ConstantOffsets],
     stats: &mut Stats,
     operands: bool,
     names: Option<&mut BlockNames>,
     mut block: impl FnMut(&[u8], &[u8]),
 ) {
-    if cfg.blocks.is_empty() {
-        return;
-    }
-    // The CFG's own decode (one per function), unless the aggregator did not keep it.
-    let again;
-    let (decoded, offsets) = if cfg.decoded.len() == cfg.insns.len() {
-        (&cfg.decoded, &cfg.offsets)
-    } else {
-        again = crate::cfg::decode(ctx.image, func, true).0;
-        (&again.decoded, &again.offsets)
-    };
     let jump_tables = jump_table_bases(decoded, cfg);
     let target = Target {
         func,
@@ -997,7 +1038,7 @@ pub fn hashes_in_order(
     if let (None, Some(h)) = (order, kept(ctx, cfg)) {
         return (h.function, h.blocks.clone(), h.stats);
     }
-    hash_pass(ctx, func, cfg, |names, block, stats| {
+    hash_pass(ctx, func, cfg, None, |names, block, stats| {
         (
             names.hash(order),
             packed_block_hashes(func, cfg, block),
@@ -1013,6 +1054,7 @@ fn hash_pass<R>(
     ctx: &Context<'_, '_>,
     func: &Function,
     cfg: &Cfg,
+    decoded: Option<Instructions<'_>>,
     finish: impl FnOnce(&BlockNames, &[(u64, u64)], Stats) -> R,
 ) -> R {
     thread_local! {
@@ -1034,6 +1076,7 @@ fn hash_pass<R>(
             ctx,
             func,
             cfg,
+            decoded,
             &mut stats,
             true,
             Some(names),

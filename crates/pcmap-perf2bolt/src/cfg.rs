@@ -440,29 +440,13 @@ pub struct Decoded {
 /// does not decode). `keep`: keep the decoded instructions and their operand offsets for block
 /// and function hashes (else only the compact [`Insn`]s stay).
 pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (Decoded, Vec<u64>) {
-    thread_local! {
-        /// Reused instruction buffers (no allocation churn while a parallel pass decodes
-        /// thousands of functions); a decode that keeps its instructions copies them out.
-        static SCRATCH: std::cell::RefCell<(Vec<Instruction>, Vec<ConstantOffsets>)> =
-            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
-    }
-    let fill = |decoded: &mut Vec<Instruction>, offsets: &mut Vec<ConstantOffsets>| {
-        let d = decode_into(image, func, decoded, keep.then_some(offsets));
+    with_scratch(|decoded, offsets| {
+        let mut d = decode_into(image, func, decoded, keep.then_some(&mut *offsets));
         let refs = if d.complete {
             pcmap_binary::bolt::references_out_of(func, decoded.iter())
         } else {
             Vec::new()
         };
-        (d, refs)
-    };
-    SCRATCH.with(|scratch| {
-        let mut own = (Vec::new(), Vec::new());
-        let mut borrowed = scratch.try_borrow_mut();
-        let (decoded, offsets) = match borrowed.as_deref_mut() {
-            Ok(scratch) => scratch,
-            Err(_) => &mut own,
-        };
-        let (mut d, refs) = fill(decoded, offsets);
         if keep {
             // Decoded into the reused buffers, then copied once at the exact size (no growing
             // and shrinking of a fresh buffer per function).
@@ -470,6 +454,38 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (De
             d.offsets = offsets.as_slice().to_vec();
         }
         (d, refs)
+    })
+}
+
+/// Decode `func` (see [`Decoded`]) and hand `f` the decode with the instructions and their
+/// operand offsets, in buffers reused from call to call on this thread: for a CFG that is
+/// hashed as soon as it is built, so that no copy of the instructions is made or kept.
+pub fn decode_with<R>(
+    image: &BoltFunctions<'_, '_>,
+    func: &Function,
+    f: impl FnOnce(Decoded, &[Instruction], &[ConstantOffsets]) -> R,
+) -> R {
+    with_scratch(|decoded, offsets| {
+        let d = decode_into(image, func, decoded, Some(&mut *offsets));
+        f(d, decoded, offsets)
+    })
+}
+
+/// Run `f` with this thread's instruction buffers (fresh ones when they are in use further up
+/// the stack): no allocation churn while a parallel pass decodes thousands of functions.
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<Instruction>, &mut Vec<ConstantOffsets>) -> R) -> R {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<(Vec<Instruction>, Vec<ConstantOffsets>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    }
+    SCRATCH.with(|scratch| {
+        let mut own = (Vec::new(), Vec::new());
+        let mut borrowed = scratch.try_borrow_mut();
+        let (decoded, offsets) = match borrowed.as_deref_mut() {
+            Ok(scratch) => scratch,
+            Err(_) => &mut own,
+        };
+        f(decoded, offsets)
     })
 }
 

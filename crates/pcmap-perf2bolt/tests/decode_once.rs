@@ -1,6 +1,7 @@
-//! One decode per function and run: aggregation, program statistics and the YAML profile
-//! (CFGs, block hashes, function hashes) of a profiled binary decode every function exactly
-//! once, the profiled ones included.
+//! One decode per function and run: aggregation and program statistics of a profiled binary
+//! decode every function exactly once, the profiled ones included. An aggregator that hashes
+//! (for the YAML profile: CFGs, block hashes, function hashes) decodes a function a second time
+//! only to build its CFG, and hashes it from that decode.
 
 mod support;
 
@@ -32,17 +33,27 @@ fn every_function_is_decoded_once() {
         .filter(|f| f.kind == FunctionKind::Regular)
         .count();
     let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();
-    let agg = Aggregator::new(&image).with_hashing();
-    let profile = agg.aggregate_traces(&parsed, &|_| {});
-    let profiled = profile.profiled_functions(image.functions().len());
-    let _ = agg.function_stats(&profiled);
-    let y = yaml::branch_profile(&agg, &profile, "p1", &["cycles".to_string()]);
-    assert!(!y.functions.is_empty(), "the profile touches no function");
-    assert!(
-        y.functions.iter().any(|f| !f.blocks.is_empty()),
-        "no function with a CFG in the profile"
-    );
-    assert_eq!(agg.decoded_functions(), regular);
+    for hashing in [false, true] {
+        let agg = Aggregator::new(&image);
+        let agg = if hashing { agg.with_hashing() } else { agg };
+        let profile = agg.aggregate_traces(&parsed, &|_| {});
+        let profiled = profile.profiled_functions(image.functions().len());
+        let _ = agg.function_stats(&profiled);
+        let y = yaml::branch_profile(&agg, &profile, "p1", &["cycles".to_string()]);
+        assert!(!y.functions.is_empty(), "the profile touches no function");
+        assert!(
+            y.functions.iter().any(|f| !f.blocks.is_empty()),
+            "no function with a CFG in the profile"
+        );
+        let cfgs = agg.built_cfgs();
+        assert!(cfgs > 0, "hashing {hashing}: no CFG built");
+        let expected = if hashing { regular + cfgs } else { regular };
+        assert_eq!(
+            agg.decoded_functions(),
+            expected,
+            "hashing {hashing}: {regular} functions, {cfgs} CFGs built"
+        );
+    }
 }
 
 /// The streamed YAML writer (`write_branch_profile`, what `pcmap perf2bolt` writes) writes the
