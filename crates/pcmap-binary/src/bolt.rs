@@ -402,20 +402,22 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 if !sec.is_alloc() || sec.is_executable() {
                     continue;
                 }
-                let Ok(Some(relocs)) = binary.relocations_for(sec.index) else {
-                    continue;
-                };
-                for r in relocs {
+                // Collected per section: a malformed relocation section adds nothing.
+                let mut targets = Vec::new();
+                let read = binary.visit_relocations_for(sec.index, |r| {
                     if r.kind != crate::RelocationKind::Absolute || r.symbol == 0 {
-                        continue;
+                        return;
                     }
                     let Some(sym) = symbols.get(r.symbol as usize) else {
-                        continue;
+                        return;
                     };
                     let target = sym.address.wrapping_add(r.addend.unwrap_or(0) as u64);
                     if binary.code_section_at(target).is_some() {
-                        out.push(target);
+                        targets.push(target);
                     }
+                });
+                if read.is_ok() {
+                    out.append(&mut targets);
                 }
             }
             out.sort_unstable();

@@ -61,10 +61,23 @@ impl<'data> Binary<'data> {
     /// `target` (a section index), in section order; `None` when no relocation section applies
     /// to `target`.
     pub fn relocations_for(&self, target: usize) -> Result<Option<Vec<Relocation>>> {
+        let mut out = Vec::new();
+        let found = self.visit_relocations_for(target, |r| out.push(r))?;
+        Ok(found.then_some(out))
+    }
+
+    /// [`Self::relocations_for`] handed to `visit` one by one, with nothing collected (a
+    /// binary linked with `--emit-relocs` can hold millions); `false` when no relocation
+    /// section applies to `target`.
+    pub fn visit_relocations_for(
+        &self,
+        target: usize,
+        visit: impl FnMut(Relocation),
+    ) -> Result<bool> {
         if self.is_64() {
-            relocations::<elf::FileHeader64<Endianness>>(self.data(), self.machine(), target)
+            relocations::<elf::FileHeader64<Endianness>>(self.data(), self.machine(), target, visit)
         } else {
-            relocations::<elf::FileHeader32<Endianness>>(self.data(), self.machine(), target)
+            relocations::<elf::FileHeader32<Endianness>>(self.data(), self.machine(), target, visit)
         }
     }
 
@@ -138,7 +151,8 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
     data: &[u8],
     machine: Machine,
     target: usize,
-) -> Result<Option<Vec<Relocation>>> {
+    mut visit: impl FnMut(Relocation),
+) -> Result<bool> {
     let (header, endian, sections) = tables::<Elf>(data)?;
     let is_mips64el = header.is_mips64el(endian);
     let symbols = sections
@@ -154,7 +168,6 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
             .map(|i: SectionIndex| i.0)
     };
     let mut found = false;
-    let mut out = Vec::new();
     for (index, sh) in sections.enumerate() {
         let t = sh.sh_type(endian);
         if t != elf::SHT_RELA && t != elf::SHT_REL && t != elf::SHT_CREL {
@@ -171,7 +184,7 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
         );
         if let Some((rels, _)) = sh.rel(endian, data).map_err(&err)? {
             for r in rels {
-                out.push(Relocation {
+                visit(Relocation {
                     offset: r.r_offset(endian).into(),
                     symbol: r.r_sym(endian),
                     r_type: r.r_type(endian).0,
@@ -183,7 +196,7 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
         } else if let Some((relas, _)) = sh.rela(endian, data).map_err(&err)? {
             for r in relas {
                 let c = Crel::from_rela(r, endian, is_mips64el);
-                out.push(Relocation {
+                visit(Relocation {
                     offset: c.r_offset,
                     symbol: c.r_sym,
                     r_type: c.r_type.0,
@@ -196,7 +209,7 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
             let is_rela = crels.is_rela();
             for c in crels {
                 let c = c.map_err(&err)?;
-                out.push(Relocation {
+                visit(Relocation {
                     offset: c.r_offset,
                     symbol: c.r_sym,
                     r_type: c.r_type.0,
@@ -207,5 +220,5 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
             }
         }
     }
-    Ok(found.then_some(out))
+    Ok(found)
 }

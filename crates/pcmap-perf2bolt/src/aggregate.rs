@@ -605,28 +605,15 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn prepare(&self, touched: Option<&[bool]>) {
         self.entries.get_or_init(|| {
             let funcs = self.image.functions();
-            let scans: Vec<(usize, cfg::FunctionScan)> = (0..funcs.len())
-                .into_par_iter()
-                .filter(|&i| funcs[i].kind == FunctionKind::Regular)
-                .map(|i| {
-                    self.decodes.fetch_add(1, Ordering::Relaxed);
-                    // A hashing aggregator decodes a touched function again for its CFG (see
-                    // the type's doc).
-                    let keep = !self.hashing
-                        && touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
-                        && self.cfgs[i].get().is_none();
-                    if !keep {
-                        // Not profiled (or its CFG already built): nothing of it is kept.
-                        return (i, cfg::scan(self.image, &funcs[i]));
-                    }
-                    let (d, references) = cfg::decode(self.image, &funcs[i], false);
-                    let scan = d.scan(self.image, &funcs[i], references);
-                    if let Ok(mut slot) = self.pending[i].lock() {
-                        *slot = Some(Box::new(d));
-                    }
-                    (i, scan)
-                })
-                .collect();
+            // The binary's data references into code (its relocations, read once and
+            // serially) are read beside the decoding pass, not by the first CFG built: every
+            // CFG build needs them and would wait for that one.
+            let ((), scans) = rayon::join(
+                || {
+                    self.image.data_references_in(0, 0);
+                },
+                || self.scan_all(touched),
+            );
             let mut starts: Vec<u64> = scans
                 .iter()
                 .flat_map(|(_, s)| s.table_starts.iter().copied())
@@ -642,6 +629,33 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             self.image
                 .entry_points(scans.into_iter().flat_map(|(_, s)| s.references))
         });
+    }
+
+    /// [`Self::prepare`]'s decoding pass: every function's [`cfg::FunctionScan`].
+    fn scan_all(&self, touched: Option<&[bool]>) -> Vec<(usize, cfg::FunctionScan)> {
+        let funcs = self.image.functions();
+        (0..funcs.len())
+            .into_par_iter()
+            .filter(|&i| funcs[i].kind == FunctionKind::Regular)
+            .map(|i| {
+                self.decodes.fetch_add(1, Ordering::Relaxed);
+                // A hashing aggregator decodes a touched function again for its CFG (see the
+                // type's doc).
+                let keep = !self.hashing
+                    && touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
+                    && self.cfgs[i].get().is_none();
+                if !keep {
+                    // Not profiled (or its CFG already built): nothing of it is kept.
+                    return (i, cfg::scan(self.image, &funcs[i]));
+                }
+                let (d, references) = cfg::decode(self.image, &funcs[i], false);
+                let scan = d.scan(self.image, &funcs[i], references);
+                if let Ok(mut slot) = self.pending[i].lock() {
+                    *slot = Some(Box::new(d));
+                }
+                (i, scan)
+            })
+            .collect()
     }
 
     /// How many times this aggregator decoded a function: once per function when the profile
