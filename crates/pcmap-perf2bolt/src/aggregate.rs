@@ -755,8 +755,17 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }));
         self.prepare(Some(&touched));
         let chunk = (traces.len() / (rayon::current_num_threads() * 8)).clamp(1024, 1 << 16);
-        // Each chunk merges its own duplicates; chunks cover disjoint address ranges, so their
-        // records barely overlap: concatenate, sort into fdata order, merge neighbours.
+        // fdata order: functions by name rank, then (external entry, source, destination).
+        let rank = |f: u32| self.name_rank[f as usize];
+        let key = |k: &RecordKey| {
+            let to = match k.to {
+                Loc::Unknown => (0u8, 0u32, 0u64),
+                Loc::Func(f, o) => (1, rank(f), o),
+            };
+            (rank(k.func), k.external_entry, k.from, to)
+        };
+        // Each chunk merges its own duplicates and sorts its records into fdata order; chunks
+        // cover disjoint address ranges, so their records barely overlap.
         type Part = (
             Vec<(RecordKey, TraceCounts)>,
             TraceStats,
@@ -772,11 +781,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     self.process_trace(t, c, profile, &mut hint, &mut out);
                 }
                 progress(chunk.len() as u64);
-                (
-                    out.records.into_iter().collect(),
-                    out.stats,
-                    out.executed_bytes,
-                )
+                let mut records: Vec<_> = out.records.into_iter().collect();
+                records.sort_unstable_by_key(|(k, _)| key(k));
+                (records, out.stats, out.executed_bytes)
             })
             .collect();
         let mut stats = TraceStats::default();
@@ -790,42 +797,32 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             stats.mismatching = stats.mismatching.wrapping_add(s.mismatching);
             stats.out_of_range = stats.out_of_range.wrapping_add(s.out_of_range);
         }
-        // fdata order: functions by name rank, then (external entry, source, destination).
-        // Bucketed by rank first (an in-place counting sort), then each function's records
-        // sorted in parallel: much less moving than one comparison sort of every record.
-        let mut records: Vec<(RecordKey, TraceCounts)> =
-            Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-        for (p, _, _) in parts {
-            records.extend(p);
-        }
-        let rank = |f: u32| self.name_rank[f as usize];
-        let start = bucket_in_place(&mut records, self.name_rank.len(), |r| {
-            rank(r.0.func) as usize
-        });
-        let to_key = |l: Loc| match l {
-            Loc::Unknown => (0u8, 0u32, 0u64),
-            Loc::Func(f, o) => (1, rank(f), o),
-        };
-        let mut per_function: Vec<&mut [(RecordKey, TraceCounts)]> = Vec::new();
-        let mut rest = &mut records[..];
-        for w in start.windows(2) {
-            let (head, tail) = rest.split_at_mut(w[1] - w[0]);
-            if head.len() > 1 {
-                per_function.push(head);
-            }
-            rest = tail;
-        }
-        per_function.into_par_iter().for_each(|recs| {
-            recs.sort_unstable_by_key(|(k, _)| (k.external_entry, k.from, to_key(k.to)))
-        });
-        // Duplicates (the same record from two chunks) are neighbours now.
-        records.dedup_by(|(k, c), (lk, lc)| {
-            if k != lk {
-                return false;
-            }
-            add(lc, c.count, c.mispreds);
-            true
-        });
+        // The chunks' sorted runs merged in parallel, one range of name ranks at a time (a
+        // range's records are contiguous in every run): no serial pass over every record.
+        let functions = self.name_rank.len() as u64;
+        let pieces = (rayon::current_num_threads() as u64 * 16).clamp(1, functions.max(1));
+        let bounds: Vec<u32> = (0..=pieces)
+            .map(|i| (functions * i / pieces) as u32)
+            .collect();
+        let records: Vec<(RecordKey, TraceCounts)> = bounds
+            .par_windows(2)
+            .flat_map_iter(|w| {
+                let runs: Vec<&[(RecordKey, TraceCounts)]> = parts
+                    .iter()
+                    .map(|(run, _, _)| {
+                        let lo = run.partition_point(|r| rank(r.0.func) < w[0]);
+                        let hi = run.partition_point(|r| rank(r.0.func) < w[1]);
+                        &run[lo..hi]
+                    })
+                    .collect();
+                // The same record from two chunks is counted once, with both counts.
+                merge_runs(
+                    &runs,
+                    |r| key(&r.0),
+                    |into, r| add(&mut into.1, r.1.count, r.1.mispreds),
+                )
+            })
+            .collect();
         BranchProfile {
             records,
             stats,
@@ -1124,35 +1121,44 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 }
 
-/// Reorder `items` in place so that their buckets (`bucket(item) < buckets`) come in increasing
-/// order (American flag sort: each item is swapped straight into its bucket's next free place).
-/// Returns where each bucket starts, with the total length last.
-fn bucket_in_place<T>(items: &mut [T], buckets: usize, bucket: impl Fn(&T) -> usize) -> Vec<usize> {
-    let mut start = vec![0usize; buckets + 1];
-    for it in items.iter() {
-        start[bucket(it) + 1] += 1;
-    }
-    for i in 1..start.len() {
-        start[i] += start[i - 1];
-    }
-    let mut next = start.clone();
-    for b in 0..buckets {
-        while next[b] < start[b + 1] {
-            let to = bucket(&items[next[b]]);
-            if to == b {
-                next[b] += 1;
-            } else {
-                items.swap(next[b], next[to]);
-                next[to] += 1;
+/// Merge `runs`, each sorted by `key` with no key twice, into one run sorted by `key`; the
+/// items of one key in several runs become the first of them, with `combine(first, other)`
+/// applied for each other one, in run order.
+fn merge_runs<T: Clone, K: Ord>(
+    runs: &[&[T]],
+    key: impl Fn(&T) -> K,
+    mut combine: impl FnMut(&mut T, &T),
+) -> Vec<T> {
+    use std::cmp::Reverse;
+    let mut out: Vec<T> = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+    // Each run's next item, smallest key (then lowest run) first.
+    let mut heads: std::collections::BinaryHeap<Reverse<(K, usize)>> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.first().map(|t| Reverse((key(t), i))))
+        .collect();
+    let mut next = vec![1usize; runs.len()];
+    let mut last: Option<K> = None;
+    while let Some(Reverse((k, i))) = heads.pop() {
+        let item = &runs[i][next[i] - 1];
+        if let Some(t) = runs[i].get(next[i]) {
+            heads.push(Reverse((key(t), i)));
+        }
+        next[i] += 1;
+        match (last.as_ref() == Some(&k), out.last_mut()) {
+            (true, Some(prev)) => combine(prev, item),
+            _ => {
+                out.push(item.clone());
+                last = Some(k);
             }
         }
     }
-    start
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Density, bucket_in_place};
+    use super::{Density, merge_runs};
     use proptest::prelude::*;
 
     #[test]
@@ -1192,20 +1198,25 @@ mod tests {
 
     proptest! {
         #[test]
-        fn bucketing_is_a_permutation_in_bucket_order(
-            items in proptest::collection::vec((0usize..20, any::<u32>()), 0..300),
+        fn merged_runs_are_sorted_and_sum_equal_keys(
+            runs in proptest::collection::vec(
+                proptest::collection::btree_map(0u16..200, 0u32..1000, 0..60),
+                0..8,
+            ),
         ) {
-            let mut sorted = items.clone();
-            let start = bucket_in_place(&mut sorted, 20, |it| it.0);
-            prop_assert!(sorted.windows(2).all(|w| w[0].0 <= w[1].0));
-            for (b, w) in start.windows(2).enumerate() {
-                prop_assert!(sorted[w[0]..w[1]].iter().all(|it| it.0 == b));
+            let runs: Vec<Vec<(u16, u64)>> = runs
+                .iter()
+                .map(|r| r.iter().map(|(&k, &v)| (k, u64::from(v))).collect())
+                .collect();
+            let slices: Vec<&[(u16, u64)]> = runs.iter().map(Vec::as_slice).collect();
+            let merged = merge_runs(&slices, |t| t.0, |into, t| into.1 += t.1);
+            // The reference: every item, summed per key, in key order.
+            let mut want = std::collections::BTreeMap::new();
+            for &(k, v) in runs.iter().flatten() {
+                *want.entry(k).or_insert(0u64) += v;
             }
-            prop_assert_eq!(start[20], items.len());
-            let (mut a, mut b) = (items, sorted);
-            a.sort_unstable();
-            b.sort_unstable();
-            prop_assert_eq!(a, b);
+            let want: Vec<(u16, u64)> = want.into_iter().collect();
+            prop_assert_eq!(merged, want);
         }
     }
 }
