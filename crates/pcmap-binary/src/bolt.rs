@@ -147,7 +147,9 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         let in_code = |a: u64| binary.code_section_at(a).is_some();
         let mut functions: Vec<BoltFunction> = Vec::new();
         // Symbols in address order (symbol-table order at one address).
-        let mut syms: Vec<&crate::Symbol<'data>> = binary
+        // Sorted with their keys beside them: comparing through the references would chase
+        // pointers all over the symbol table.
+        let mut keyed: Vec<(u64, usize, &crate::Symbol<'data>)> = binary
             .symbols()
             .iter()
             .filter(|s| {
@@ -155,8 +157,10 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                     && !s.is_undefined
                     && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
             })
+            .map(|s| (s.address, s.index, s))
             .collect();
-        syms.sort_unstable_by_key(|s| (s.address, s.index));
+        keyed.sort_unstable_by_key(|&(address, index, _)| (address, index));
+        let syms: Vec<&crate::Symbol<'data>> = keyed.into_iter().map(|(_, _, s)| s).collect();
         // Addresses of functions made from a zero-size untyped label alone (see the section
         // starts below), increasing: symbols come in address order.
         let mut from_label: Vec<u64> = Vec::new();
@@ -619,32 +623,38 @@ pub fn reference_out_of(func: &BoltFunction, ins: &Instruction) -> Option<u64> {
 
 /// Sizes: zero-size functions extend to the next function; max size reaches the next function
 /// or the end of the containing section, or stops at the size after bad padding.
+///
+/// In parallel: the padding checks are the first reads of the code's pages.
 fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunction]) {
-    for i in 0..functions.len() {
-        let addr = functions[i].address;
-        let section_end = binary
-            .code_section_at(addr)
-            .map(|s| s.address.saturating_add(s.size))
-            .unwrap_or(addr.saturating_add(functions[i].size));
-        let next = functions
-            .get(i + 1)
-            .map(|f| f.address)
-            .unwrap_or(u64::MAX)
-            .min(section_end);
-        let max = next.saturating_sub(addr);
-        let f = &mut functions[i];
-        if f.size == 0 {
-            f.size = max;
-        }
-        f.size = f.size.min(section_end - addr);
-        f.max_size = max.max(f.size);
-        if f.kind == FunctionKind::Regular
-            && f.max_size > f.size
-            && !is_valid_padding(binary, bitness, f.address + f.size, f.address + f.max_size)
-        {
-            f.max_size = f.size;
-        }
-    }
+    use rayon::prelude::*;
+    let next_starts: Vec<u64> = functions
+        .iter()
+        .skip(1)
+        .map(|f| f.address)
+        .chain([u64::MAX])
+        .collect();
+    functions
+        .par_iter_mut()
+        .zip(next_starts)
+        .for_each(|(f, next)| {
+            let addr = f.address;
+            let section_end = binary
+                .code_section_at(addr)
+                .map(|s| s.address.saturating_add(s.size))
+                .unwrap_or(addr.saturating_add(f.size));
+            let max = next.min(section_end).saturating_sub(addr);
+            if f.size == 0 {
+                f.size = max;
+            }
+            f.size = f.size.min(section_end - addr);
+            f.max_size = max.max(f.size);
+            if f.kind == FunctionKind::Regular
+                && f.max_size > f.size
+                && !is_valid_padding(binary, bitness, f.address + f.size, f.address + f.max_size)
+            {
+                f.max_size = f.size;
+            }
+        });
 }
 
 /// Whether `[start, end)` holds only zero bytes, NOPs and `int3` (lld's fill): BOLT accepts

@@ -245,20 +245,24 @@ pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> Vec<Option<(String, Op
         }
     }
 
-    let mut sorted: Vec<&NamingSymbol<'_>> = symbols
+    // Rank at equal addresses: functions, then others, then section symbols. (BOLT's comparator
+    // is this order expressed pairwise.) The symbol index last: the stable order, sorted faster.
+    // The keys are sorted beside the symbols: comparing through references would chase
+    // pointers all over the table.
+    let rank = |k: NamingKind| match k {
+        NamingKind::Function => 0u8,
+        NamingKind::Section => 2,
+        _ => 1,
+    };
+    let mut keyed: Vec<((u64, u8, usize), &NamingSymbol<'_>)> = symbols
         .iter()
         .filter(|s| {
             s.kind != NamingKind::File && (s.is_absolute || (!s.is_undefined && s.in_alloc_section))
         })
+        .map(|s| ((s.address, rank(s.kind), s.index), s))
         .collect();
-    // Rank at equal addresses: functions, then others, then section symbols. (BOLT's comparator
-    // is this order expressed pairwise.) The symbol index last: the stable order, sorted faster.
-    let rank = |k: NamingKind| match k {
-        NamingKind::Function => 0,
-        NamingKind::Section => 2,
-        _ => 1,
-    };
-    sorted.sort_unstable_by_key(|s| (s.address, rank(s.kind), s.index));
+    keyed.sort_unstable_by_key(|&(key, _)| key);
+    let sorted = keyed.into_iter().map(|(_, s)| s);
 
     let mut counters: FxHashMap<String, u64> = FxHashMap::default();
     let mut uniquify = |name: &str| -> String {

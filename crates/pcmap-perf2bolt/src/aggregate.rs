@@ -339,7 +339,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     pub fn new(image: &'a BoltFunctions<'a, 'data>) -> Self {
         let funcs = image.functions();
         let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
-        order.sort_by(|a, b| {
+        order.par_sort_by(|a, b| {
             funcs[*a as usize]
                 .name()
                 .as_bytes()

@@ -546,9 +546,13 @@ pub fn run(args: Args) -> Result<()> {
             say(line);
         }
     }
-    // As above: the CFGs and traces are left for the operating system to reclaim at exit.
+    // As above: the CFGs and traces, and the function and symbol tables (hundreds of
+    // thousands of names in a large binary), are left for the operating system to reclaim at
+    // exit.
     std::mem::forget(agg);
     std::mem::forget(parsed);
+    std::mem::forget(image);
+    std::mem::forget(binary);
     Ok(())
 }
 
