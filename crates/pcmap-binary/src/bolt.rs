@@ -145,77 +145,9 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             m => return Err(crate::Error::UnsupportedMachine { machine: m.name() }),
         };
         let in_code = |a: u64| binary.code_section_at(a).is_some();
-        let mut functions: Vec<BoltFunction> = Vec::new();
-        // Symbols in address order (symbol-table order at one address).
-        // Sorted with their keys beside them: comparing through the references would chase
-        // pointers all over the symbol table.
-        let mut keyed: Vec<(u64, usize, &crate::Symbol<'data>)> = binary
-            .symbols()
-            .iter()
-            .filter(|s| {
-                !s.name.is_empty()
-                    && !s.is_undefined
-                    && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
-            })
-            .map(|s| (s.address, s.index, s))
-            .collect();
-        keyed.sort_unstable_by_key(|&(address, index, _)| (address, index));
-        let syms: Vec<&crate::Symbol<'data>> = keyed.into_iter().map(|(_, _, s)| s).collect();
-        // Addresses of functions made from a zero-size untyped label alone (see the section
-        // starts below), increasing: symbols come in address order.
-        let mut from_label: Vec<u64> = Vec::new();
-        for &s in &syms {
-            let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
-            let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
-            if !(is_func || is_label) || !in_code(s.address) {
-                continue;
-            }
-            let mut names = vec![s.bolt_name.clone().unwrap_or_else(|| s.name.to_string())];
-            names.extend(s.bolt_file_name.clone());
-            if is_label {
-                // A label inside the previous function is not a function of its own: inside
-                // its size, or, when its size is unknown (0), a local untyped label of its
-                // section (BOLT's `isSymbolValidInScope`; a global label after a zero-size
-                // function starts a function, e.g. a moved function's secondary entry left in
-                // a BOLTed binary's original code).
-                let section = |a: u64| binary.code_section_at(a).map(|sec| sec.address);
-                let contained = functions.last().is_some_and(|f| {
-                    s.address >= f.address
-                        && if f.size == 0 {
-                            matches!(s.kind, SymbolKind::NoType)
-                                && s.is_local
-                                && section(s.address) == section(f.address)
-                        } else {
-                            s.address - f.address < f.size
-                        }
-                });
-                if contained {
-                    continue;
-                }
-            }
-            if let Some(last) = functions.last_mut()
-                && last.address == s.address
-            {
-                last.names.extend(names);
-                last.size = last.size.max(s.size);
-                // A typed symbol at the same address: no longer a function of a label alone (it
-                // can only be the last one recorded).
-                if is_func && from_label.last() == Some(&s.address) {
-                    from_label.pop();
-                }
-                continue;
-            }
-            if is_label && s.size == 0 {
-                from_label.push(s.address);
-            }
-            functions.push(BoltFunction {
-                names,
-                address: s.address,
-                size: s.size,
-                max_size: 0,
-                kind: FunctionKind::Regular,
-            });
-        }
+        // The FDEs (read below) are parsed beside the walk of the symbols.
+        let (all_fdes, (syms, mut functions, from_label)) =
+            rayon::join(|| binary.fdes(), || functions_of_symbols(binary));
         // Code section starts without a function but with a section symbol (kept by
         // `--emit-relocs`): a function named like BOLT names that symbol (`<section>/N`). Code
         // of a section without one (say a `.noplt` section of stubs in a binary linked without
@@ -265,7 +197,6 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             });
         }
         // FDEs: sizes of zero-size symbols, and functions of code no symbol covers.
-        let all_fdes = binary.fdes();
         let mut lsdas: Vec<(u64, u64)> = all_fdes
             .iter()
             .filter_map(|&(start, _, lsda)| Some((start, lsda?)))
@@ -513,6 +444,88 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         }
         out
     }
+}
+
+/// [`BoltFunctions::discover`]'s walk of the symbols: the named, defined symbols other than
+/// section and file symbols, in address order; the functions BOLT makes of them (sizes from FDEs
+/// not yet filled in); and the addresses of the functions made from a zero-size untyped label
+/// alone, increasing.
+fn functions_of_symbols<'b, 'data>(
+    binary: &'b Binary<'data>,
+) -> (Vec<&'b crate::Symbol<'data>>, Vec<BoltFunction>, Vec<u64>) {
+    let in_code = |a: u64| binary.code_section_at(a).is_some();
+    let mut functions: Vec<BoltFunction> = Vec::new();
+    // Symbols in address order (symbol-table order at one address).
+    // Sorted with their keys beside them: comparing through the references would chase
+    // pointers all over the symbol table.
+    let mut keyed: Vec<(u64, usize, &crate::Symbol<'data>)> = binary
+        .symbols()
+        .iter()
+        .filter(|s| {
+            !s.name.is_empty()
+                && !s.is_undefined
+                && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
+        })
+        .map(|s| (s.address, s.index, s))
+        .collect();
+    keyed.sort_unstable_by_key(|&(address, index, _)| (address, index));
+    let syms: Vec<&crate::Symbol<'data>> = keyed.into_iter().map(|(_, _, s)| s).collect();
+    // Addresses of functions made from a zero-size untyped label alone (see the section
+    // starts in `discover`), increasing: symbols come in address order.
+    let mut from_label: Vec<u64> = Vec::new();
+    for &s in &syms {
+        let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
+        let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
+        if !(is_func || is_label) || !in_code(s.address) {
+            continue;
+        }
+        let mut names = vec![s.bolt_name.clone().unwrap_or_else(|| s.name.to_string())];
+        names.extend(s.bolt_file_name.clone());
+        if is_label {
+            // A label inside the previous function is not a function of its own: inside
+            // its size, or, when its size is unknown (0), a local untyped label of its
+            // section (BOLT's `isSymbolValidInScope`; a global label after a zero-size
+            // function starts a function, e.g. a moved function's secondary entry left in
+            // a BOLTed binary's original code).
+            let section = |a: u64| binary.code_section_at(a).map(|sec| sec.address);
+            let contained = functions.last().is_some_and(|f| {
+                s.address >= f.address
+                    && if f.size == 0 {
+                        matches!(s.kind, SymbolKind::NoType)
+                            && s.is_local
+                            && section(s.address) == section(f.address)
+                    } else {
+                        s.address - f.address < f.size
+                    }
+            });
+            if contained {
+                continue;
+            }
+        }
+        if let Some(last) = functions.last_mut()
+            && last.address == s.address
+        {
+            last.names.extend(names);
+            last.size = last.size.max(s.size);
+            // A typed symbol at the same address: no longer a function of a label alone (it
+            // can only be the last one recorded).
+            if is_func && from_label.last() == Some(&s.address) {
+                from_label.pop();
+            }
+            continue;
+        }
+        if is_label && s.size == 0 {
+            from_label.push(s.address);
+        }
+        functions.push(BoltFunction {
+            names,
+            address: s.address,
+            size: s.size,
+            max_size: 0,
+            kind: FunctionKind::Regular,
+        });
+    }
+    (syms, functions, from_label)
 }
 
 /// The symbols BOLT's `adjustFunctionBoundaries` makes secondary entry points: walking the
