@@ -235,9 +235,10 @@ pub struct Block {
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
 ///
-/// The function is decoded once, here; when asked to ([`decode`]'s `keep`), the CFG keeps the
-/// decoded instructions (with their operand offsets) that block hashes and the function hash
-/// need.
+/// Built from one decode of the function. When asked to ([`decode`]'s `keep`, as [`build`]
+/// does), the CFG keeps the decoded instructions (with their operand offsets) that block hashes
+/// and the function hash need; the aggregator instead hashes each CFG from its decode as soon as
+/// it is built ([`decode_with`]) and keeps only the hashes.
 #[derive(Debug, Clone, Default)]
 pub struct Cfg {
     /// Whether BOLT considers the function simple (CFG built).
