@@ -319,14 +319,23 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         self.starts.binary_search(&address).ok()
     }
 
-    /// The code addresses in `[start, end)` that data refers to, sorted: the targets (`S + A`) of
-    /// the absolute relocations (`R_X86_64_64`, `32`, `32S`) that `--emit-relocs` keeps in
+    /// The code addresses in `[start, end)` that data refers to, sorted (see
+    /// [`Self::data_references`]).
+    pub fn data_references_in(&self, start: u64, end: u64) -> &[u64] {
+        let refs = self.data_references();
+        let lo = refs.partition_point(|&a| a < start);
+        let hi = refs.partition_point(|&a| a < end);
+        &refs[lo..hi]
+    }
+
+    /// Every code address that data refers to, sorted, read on first use: the targets (`S + A`)
+    /// of the absolute relocations (`R_X86_64_64`, `32`, `32S`) that `--emit-relocs` keeps in
     /// non-executable sections. In relocation mode these are BOLT's "externally referenced
     /// offsets" of the function they fall in (jump-table entries, computed-goto tables).
     /// PC-relative ones (position-independent jump tables) are left to jump-table analysis, as
     /// BOLT does. Empty outside relocation mode.
-    pub fn data_references_in(&self, start: u64, end: u64) -> &[u64] {
-        let refs = self.data_refs.get_or_init(|| {
+    pub fn data_references(&self) -> &[u64] {
+        self.data_refs.get_or_init(|| {
             if !self.relocation_mode() {
                 return Vec::new();
             }
@@ -358,10 +367,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             out.sort_unstable();
             out.dedup();
             out
-        });
-        let lo = refs.partition_point(|&a| a < start);
-        let hi = refs.partition_point(|&a| a < end);
-        &refs[lo..hi]
+        })
     }
 
     /// Whether BOLT processes the binary in relocation mode (its code relocations were kept,

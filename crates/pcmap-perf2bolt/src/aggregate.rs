@@ -519,6 +519,15 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         self.name_rank[index]
     }
 
+    /// How fdata orders a function's records by destination: unknown code first, then by the
+    /// destination function's name rank and offset.
+    pub(crate) fn destination_order(&self, to: Loc) -> (u8, u32, u64) {
+        match to {
+            Loc::Unknown => (0, 0, 0),
+            Loc::Func(f, o) => (1, self.name_rank[f as usize], o),
+        }
+    }
+
     /// The image.
     pub fn image(&self) -> &'a BoltFunctions<'a, 'data> {
         self.image
@@ -526,8 +535,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
 
     /// Hash each CFG when it is built (YAML profiles): BOLT's function and block hashes
     /// ([`crate::block_hash::Hashes`], perf2bolt's view) from the decode the CFG is built from,
-    /// kept in the CFG instead of the decoded instructions. Without this, hashing a function
-    /// decodes it a second time.
+    /// kept in the CFG. Without this, hashing a function decodes it again.
     pub fn with_hashing(mut self) -> Self {
         self.hashing = true;
         self
@@ -608,12 +616,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             // The binary's data references into code (its relocations, read once and
             // serially) are read beside the decoding pass, not by the first CFG built: every
             // CFG build needs them and would wait for that one.
-            let ((), scans) = rayon::join(
-                || {
-                    self.image.data_references_in(0, 0);
-                },
-                || self.scan_all(touched),
-            );
+            let (_, scans) =
+                rayon::join(|| self.image.data_references(), || self.scan_all(touched));
             let mut starts: Vec<u64> = scans
                 .iter()
                 .flat_map(|(_, s)| s.table_starts.iter().copied())
@@ -648,7 +652,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     // Not profiled (or its CFG already built): nothing of it is kept.
                     return (i, cfg::scan(self.image, &funcs[i]));
                 }
-                let (d, references) = cfg::decode(self.image, &funcs[i], false);
+                let (d, references) = cfg::decode(self.image, &funcs[i]);
                 let scan = d.scan(self.image, &funcs[i], references);
                 if let Ok(mut slot) = self.pending[i].lock() {
                     *slot = Some(Box::new(d));
@@ -689,7 +693,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     }
                     self.decodes.fetch_add(1, Ordering::Relaxed);
                     if !self.hashing {
-                        let d = cfg::decode(self.image, f, false).0;
+                        let d = cfg::decode(self.image, f).0;
                         return Box::new(cfg::build_from(self.image, f, entries, d, starts));
                     }
                     cfg::decode_with(self.image, f, |d, decoded, offsets| {
@@ -758,11 +762,12 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         // fdata order: functions by name rank, then (external entry, source, destination).
         let rank = |f: u32| self.name_rank[f as usize];
         let key = |k: &RecordKey| {
-            let to = match k.to {
-                Loc::Unknown => (0u8, 0u32, 0u64),
-                Loc::Func(f, o) => (1, rank(f), o),
-            };
-            (rank(k.func), k.external_entry, k.from, to)
+            (
+                rank(k.func),
+                k.external_entry,
+                k.from,
+                self.destination_order(k.to),
+            )
         };
         // Each chunk merges its own duplicates and sorts its records into fdata order; chunks
         // cover disjoint address ranges, so their records barely overlap.
@@ -1131,22 +1136,21 @@ fn merge_runs<T: Clone, K: Ord>(
 ) -> Vec<T> {
     use std::cmp::Reverse;
     let mut out: Vec<T> = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
-    // Each run's next item, smallest key (then lowest run) first.
-    let mut heads: std::collections::BinaryHeap<Reverse<(K, usize)>> = runs
+    // Each run's next item as (key, run, position), smallest key (then lowest run) first.
+    let mut heads: std::collections::BinaryHeap<Reverse<(K, usize, usize)>> = runs
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| r.first().map(|t| Reverse((key(t), i))))
+        .filter_map(|(i, r)| r.first().map(|t| Reverse((key(t), i, 0))))
         .collect();
-    let mut next = vec![1usize; runs.len()];
+    // The key of `out`'s last item.
     let mut last: Option<K> = None;
-    while let Some(Reverse((k, i))) = heads.pop() {
-        let item = &runs[i][next[i] - 1];
-        if let Some(t) = runs[i].get(next[i]) {
-            heads.push(Reverse((key(t), i)));
+    while let Some(Reverse((k, i, at))) = heads.pop() {
+        if let Some(t) = runs[i].get(at + 1) {
+            heads.push(Reverse((key(t), i, at + 1)));
         }
-        next[i] += 1;
-        match (last.as_ref() == Some(&k), out.last_mut()) {
-            (true, Some(prev)) => combine(prev, item),
+        let item = &runs[i][at];
+        match out.last_mut() {
+            Some(prev) if last.as_ref() == Some(&k) => combine(prev, item),
             _ => {
                 out.push(item.clone());
                 last = Some(k);

@@ -109,8 +109,8 @@ pub struct Stats {
 }
 
 /// One function's hashes from its CFG, computed once ([`Hashes::compute`]): an aggregator that
-/// hashes ([`crate::aggregate::Aggregator::with_hashing`]) keeps them in the CFG instead of the
-/// decoded instructions they come from, and the functions of this module answer from them.
+/// hashes ([`crate::aggregate::Aggregator::with_hashing`]) keeps them in the CFG, and the
+/// functions of this module answer from them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hashes {
     /// BOLT's function hash over the blocks in input order ([`function_hash`]).
@@ -127,8 +127,8 @@ pub struct Hashes {
 }
 
 impl Hashes {
-    /// The hashes of `func`, from the decoded instructions its CFG `cfg` holds (else the
-    /// function is decoded again); `dfs`: also the function hash in depth-first order.
+    /// The hashes of `func`, whose CFG is `cfg`, decoding the function again; `dfs`: also the
+    /// function hash in depth-first order.
     pub fn compute(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg, dfs: bool) -> Self {
         Self::compute_from(ctx, func, cfg, None, dfs)
     }
@@ -805,8 +805,8 @@ pub type Instructions<'d> = (&'d [Instruction], &'d [ConstantOffsets]);
 /// string without operands (what [`function_hash`] hashes), in the same pass. The buffers are
 /// reused from block to block: this runs for every instruction of every profiled function.
 ///
-/// The instructions are `decoded` when given, else those `cfg` keeps, else the function is
-/// decoded again (into reused buffers).
+/// The instructions are `decoded` when given (the decode `cfg` was built from), else the
+/// function is decoded again (into reused buffers).
 #[allow(clippy::too_many_arguments)]
 fn block_strings(
     ctx: &Context<'_, '_>,
@@ -828,7 +828,6 @@ fn block_strings(
     };
     match decoded {
         Some(d) => run(d),
-        None if cfg.decoded.len() == cfg.insns.len() => run((&cfg.decoded, &cfg.offsets)),
         None => crate::cfg::decode_with(ctx.image, func, |_, decoded, offsets| {
             run((decoded, offsets))
         }),
@@ -1014,8 +1013,8 @@ impl BlockStrings<'_, '_, '_, '_> {
 
 /// The packed `BlendedBlockHash` of every block of `func` (index = block index in `cfg`), as
 /// perf2bolt 22 writes it into YAML profiles with `hash-func: xxh3`; empty when the CFG has no
-/// blocks. `cfg` must be [`crate::cfg::build`]'s CFG of `func`; `ctx` is the binary's
-/// [`Context`] (build it once per binary).
+/// blocks. `cfg` must be the CFG of `func` ([`crate::aggregate::Aggregator::cfg`]); `ctx` is
+/// the binary's [`Context`] (build it once per binary).
 pub fn block_hashes(ctx: &Context<'_, '_>, func: &Function, cfg: &Cfg) -> (Vec<u64>, Stats) {
     let (_, hashes, stats) = hashes_in_order(ctx, func, cfg, None);
     (hashes, stats)

@@ -235,24 +235,18 @@ pub struct Block {
 
 /// The CFG of one function (empty and not simple when BOLT would not build one).
 ///
-/// Built from one decode of the function. When asked to ([`decode`]'s `keep`, as [`build`]
-/// does), the CFG keeps the decoded instructions (with their operand offsets) that block hashes
-/// and the function hash need; the aggregator instead hashes each CFG from its decode as soon as
-/// it is built ([`decode_with`]) and keeps only the hashes.
+/// Built from one decode of the function ([`build_from`]). It keeps only compact instructions:
+/// block hashes are computed from the decode it is built from ([`decode_with`]) and kept in
+/// [`Cfg::hashes`], or from a decode made again when asked for.
 #[derive(Debug, Clone, Default)]
 pub struct Cfg {
     /// Whether BOLT considers the function simple (CFG built).
     pub simple: bool,
     /// All instructions in address order (up to the first undecodable one).
     pub insns: Vec<Insn>,
-    /// The decoded form of each of [`Cfg::insns`] (empty unless kept, see [`decode`]).
-    pub decoded: Vec<Instruction>,
-    /// Where the displacement and immediate of each of [`Cfg::insns`] lie in its bytes (empty
-    /// unless kept).
-    pub offsets: Vec<ConstantOffsets>,
     /// The function and block hashes, computed when the CFG was built by an aggregator that
-    /// hashes ([`crate::aggregate::Aggregator::with_hashing`]), which then drops
-    /// [`Cfg::decoded`] and [`Cfg::offsets`]; [`crate::block_hash`] answers from them.
+    /// hashes ([`crate::aggregate::Aggregator::with_hashing`]); [`crate::block_hash`] answers
+    /// from them.
     pub hashes: Option<Box<crate::block_hash::Hashes>>,
     /// Blocks in input layout (address) order.
     pub blocks: Vec<Block>,
@@ -411,19 +405,12 @@ pub fn decode_one(image: &BoltFunctions<'_, '_>, addr: u64) -> Option<Flow> {
     (!ins.is_invalid()).then(|| classify(&ins))
 }
 
-/// Build the CFG of `func`.
-pub fn build(image: &BoltFunctions<'_, '_>, func: &Function, entries: &[u64]) -> Cfg {
-    build_from(image, func, entries, decode(image, func, true).0, None)
-}
-
 /// One function decoded (once): its instructions and in-function branch targets, before
 /// blocks are formed (which needs the function's secondary entry points, i.e. the references of
 /// every other function).
 #[derive(Debug, Default)]
 pub struct Decoded {
     pub(crate) insns: Vec<Insn>,
-    pub(crate) decoded: Vec<Instruction>,
-    pub(crate) offsets: Vec<ConstantOffsets>,
     /// Jump-table instruction index -> its table, in instruction order. The entries are read
     /// when the CFG is built ([`build_from`]): a table ends where the next table of the binary
     /// starts, and the other functions' tables are known only once every function is decoded.
@@ -438,22 +425,15 @@ pub struct Decoded {
 
 /// Decode `func` (see [`Decoded`]) and the addresses outside it that its instructions refer to,
 /// for BOLT's secondary entry points (`pcmap_binary::bolt::references_out_of`; empty when it
-/// does not decode). `keep`: keep the decoded instructions and their operand offsets for block
-/// and function hashes (else only the compact [`Insn`]s stay).
-pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function, keep: bool) -> (Decoded, Vec<u64>) {
-    with_scratch(|decoded, offsets| {
-        let mut d = decode_into(image, func, decoded, keep.then_some(&mut *offsets));
+/// does not decode). Only the compact [`Insn`]s are kept.
+pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> (Decoded, Vec<u64>) {
+    with_scratch(|decoded, _| {
+        let d = decode_into(image, func, decoded, None);
         let refs = if d.complete {
             pcmap_binary::bolt::references_out_of(func, decoded.iter())
         } else {
             Vec::new()
         };
-        if keep {
-            // Decoded into the reused buffers, then copied once at the exact size (no growing
-            // and shrinking of a fresh buffer per function).
-            d.decoded = decoded.as_slice().to_vec();
-            d.offsets = offsets.as_slice().to_vec();
-        }
         (d, refs)
     })
 }
@@ -681,8 +661,6 @@ fn decode_into(
     insns.shrink_to_fit();
     Decoded {
         insns,
-        decoded: Vec::new(),
-        offsets: Vec::new(),
         jump_tables: tables,
         table_leas,
         simple,
@@ -821,11 +799,7 @@ pub fn build_from(
     };
     let (tables, referenced_by_data) = d.read_tables(image, func, table_starts);
     let Decoded {
-        mut insns,
-        decoded,
-        offsets,
-        simple,
-        ..
+        mut insns, simple, ..
     } = d;
     // In-function target offset of a direct jump or conditional jump.
     let direct_target = |i: &Insn| -> Option<u64> {
@@ -844,8 +818,6 @@ pub fn build_from(
         return Cfg {
             simple: false,
             insns,
-            decoded,
-            offsets,
             hashes: None,
             blocks: Vec::new(),
         };
@@ -868,8 +840,6 @@ pub fn build_from(
         return Cfg {
             simple: false,
             insns,
-            decoded,
-            offsets,
             hashes: None,
             blocks: Vec::new(),
         };
@@ -879,8 +849,6 @@ pub fn build_from(
         return Cfg {
             simple: false,
             insns,
-            decoded,
-            offsets,
             hashes: None,
             blocks: Vec::new(),
         };
@@ -978,8 +946,6 @@ pub fn build_from(
         return Cfg {
             simple: false,
             insns,
-            decoded,
-            offsets,
             hashes: None,
             blocks: Vec::new(),
         };
@@ -1056,8 +1022,6 @@ pub fn build_from(
     Cfg {
         simple: true,
         insns,
-        decoded,
-        offsets,
         hashes: None,
         blocks,
     }

@@ -61,11 +61,14 @@ fn bump(records: &mut FxHashMap<RecordKey, TraceCounts>, key: RecordKey, count: 
 /// name), as aggregation makes them.
 fn finish(agg: &Aggregator<'_, '_>, records: FxHashMap<RecordKey, TraceCounts>) -> BranchProfile {
     let mut records: Vec<(RecordKey, TraceCounts)> = records.into_iter().collect();
-    let to_key = |l: Loc| match l {
-        Loc::Unknown => (0u8, 0u32, 0u64),
-        Loc::Func(f, o) => (1, agg.name_rank(f as usize), o),
-    };
-    records.sort_unstable_by_key(|(k, _)| (k.func, k.external_entry, k.from, to_key(k.to)));
+    records.sort_unstable_by_key(|(k, _)| {
+        (
+            k.func,
+            k.external_entry,
+            k.from,
+            agg.destination_order(k.to),
+        )
+    });
     BranchProfile {
         records,
         ..BranchProfile::default()
@@ -213,8 +216,8 @@ pub fn from_yaml(
     }
     let mut stats = RereadStats::default();
     let mut records: FxHashMap<RecordKey, TraceCounts> = FxHashMap::default();
-    // Function hashes are checked as llvm-bolt checks them, when the aggregator keeps the
-    // decoded instructions they need.
+    // Function hashes are checked as llvm-bolt checks them, when the aggregator hashes its
+    // CFGs.
     let hashes = (agg.is_hashing()
         && profile.header.hash_func == pcmap_profile::yaml::HashFunction::Xxh3)
         .then(|| crate::block_hash::Context::new(agg.image()));

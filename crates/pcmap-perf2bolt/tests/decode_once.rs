@@ -135,7 +135,7 @@ fn light_scan_equals_the_full_decode() {
                 continue;
             }
             let light = pcmap_perf2bolt::cfg::scan(&image, f);
-            let (decoded, references) = pcmap_perf2bolt::cfg::decode(&image, f, false);
+            let (decoded, references) = pcmap_perf2bolt::cfg::decode(&image, f);
             let full = decoded.scan(&image, f, references);
             assert_eq!(light, full, "{}: function {}", bin.display(), f.name());
             with_tables += usize::from(!light.table_starts.is_empty());
