@@ -100,6 +100,7 @@ const PROBE_AT: usize = 1 << 14;
 pub const COMPACT_AT: usize = 1 << 20;
 
 impl Sink for TraceSink {
+    #[inline]
     fn event(&mut self, e: &Event<'_>) {
         let out = &mut self.out;
         out.entries += 1;

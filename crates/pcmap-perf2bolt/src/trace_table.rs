@@ -74,8 +74,9 @@ pub(crate) struct TraceTable {
     fetching: Vec<Queued>,
 }
 
-/// A trace waiting to be counted: its slot key ([`TraceTable::compact`], made once) and counts.
-type Queued = (Trace, Option<Key>, u64, u64);
+/// A trace waiting to be counted: its slot key ([`TraceTable::compact`], made once) and counts,
+/// packed as a slot's.
+type Queued = Slot;
 
 /// A multiplicative hash whose top bits depend on every bit of the key.
 fn hash(k: &Key) -> u64 {
@@ -133,22 +134,30 @@ impl TraceTable {
     }
 
     /// Count `count` executions and `mispreds` mispredictions of `t`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add(&mut self, t: Trace, count: u64, mispreds: u64) {
         if self.pending.capacity() == 0 {
             self.pending.reserve_exact(BATCH);
         }
+        // A trace outside the slots' 4 GiB, the key of an empty slot, or counts beyond a
+        // slot's bits: counted in the side map at once.
+        let key = match self.compact(&t) {
+            Some(k) if k != EMPTY && count <= COUNT_MAX && mispreds <= MISPRED_MAX => k,
+            _ => return add(self.wide.entry(t).or_default(), count, mispreds),
+        };
         // A loop whose body has one taken branch repeats the same trace entry after entry
         // of a branch stack: such runs are counted once.
         if let Some(last) = self.pending.last_mut()
-            && last.0 == t
+            && last.key == key
+            && let Some(sum) = add_packed(last.counts, count, mispreds)
         {
-            last.2 = last.2.wrapping_add(count);
-            last.3 = last.3.wrapping_add(mispreds);
+            last.counts = sum;
             return;
         }
-        let key = self.compact(&t);
-        self.pending.push((t, key, count, mispreds));
+        self.pending.push(Slot {
+            key,
+            counts: (count | (mispreds << COUNT_BITS)) as u32,
+        });
         if self.pending.len() == BATCH {
             self.flush();
         }
@@ -160,10 +169,8 @@ impl TraceTable {
             return;
         }
         self.reserve(self.pending.len() + self.fetching.len());
-        for (_, key, _, _) in &self.pending {
-            if let Some(k) = key {
-                prefetch(&self.slots[self.home(k)]);
-            }
+        for q in &self.pending {
+            prefetch(&self.slots[self.home(&q.key)]);
         }
         let mut fetched = std::mem::take(&mut self.fetching);
         self.count_all(&fetched);
@@ -185,11 +192,8 @@ impl TraceTable {
 
     /// Count `traces` (room made for them).
     fn count_all(&mut self, traces: &[Queued]) {
-        for &(t, key, count, mispreds) in traces {
-            match key {
-                Some(k) if k != EMPTY => self.count_at(self.home(&k), k, t, count, mispreds),
-                _ => add(self.wide.entry(t).or_default(), count, mispreds),
-            }
+        for q in traces {
+            self.count_at(self.home(&q.key), q.key, q.counts);
         }
     }
 
@@ -219,8 +223,8 @@ impl TraceTable {
         }
     }
 
-    /// Count trace `t`, whose key `k` has home slot `i`.
-    fn count_at(&mut self, mut i: usize, k: Key, t: Trace, count: u64, mispreds: u64) {
+    /// Add packed `counts` to the trace whose key `k` has home slot `i`.
+    fn count_at(&mut self, mut i: usize, k: Key, counts: u32) {
         let mask = self.slots.len() - 1;
         loop {
             let s = &mut self.slots[i];
@@ -234,17 +238,21 @@ impl TraceTable {
             }
             i = (i + 1) & mask;
         }
-        let s = &mut self.slots[i];
-        let have = u64::from(s.counts & COUNT_MAX as u32);
-        let have_mispreds = u64::from(s.counts >> COUNT_BITS);
-        if count <= COUNT_MAX - have && mispreds <= MISPRED_MAX - have_mispreds {
-            s.counts = ((have + count) | ((have_mispreds + mispreds) << COUNT_BITS)) as u32;
-        } else {
-            // The slot's counts and these move to the side map; the slot counts on from 0.
-            s.counts = 0;
-            let w = self.wide.entry(t).or_default();
-            add(w, have, have_mispreds);
-            add(w, count, mispreds);
+        let count = u64::from(counts & COUNT_MAX as u32);
+        let mispreds = u64::from(counts >> COUNT_BITS);
+        match add_packed(self.slots[i].counts, count, mispreds) {
+            Some(sum) => self.slots[i].counts = sum,
+            None => {
+                // The slot's counts and these move to the side map; the slot counts on from 0.
+                let have = std::mem::take(&mut self.slots[i].counts);
+                let w = self.wide.entry(self.trace_of(&k)).or_default();
+                add(
+                    w,
+                    u64::from(have & COUNT_MAX as u32),
+                    u64::from(have >> COUNT_BITS),
+                );
+                add(w, count, mispreds);
+            }
         }
     }
 
@@ -281,6 +289,15 @@ fn prefetch(slot: &Slot) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     std::hint::black_box(slot.key[0]);
+}
+
+/// Packed counts `packed` plus `count` and `mispreds`, if the sums fit their bits.
+#[inline]
+fn add_packed(packed: u32, count: u64, mispreds: u64) -> Option<u32> {
+    let have = u64::from(packed & COUNT_MAX as u32);
+    let have_mispreds = u64::from(packed >> COUNT_BITS);
+    (count <= COUNT_MAX - have && mispreds <= MISPRED_MAX - have_mispreds)
+        .then(|| ((have + count) | ((have_mispreds + mispreds) << COUNT_BITS)) as u32)
 }
 
 fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
