@@ -363,6 +363,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 if read.is_ok() {
                     out.append(&mut targets);
                 }
+                binary.release_relocations_for(sec.index);
             }
             out.sort_unstable();
             out.dedup();
@@ -674,6 +675,11 @@ fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunctio
                 f.max_size = f.size;
             }
         });
+    // The padding checks read a little of every page of code; what needs code later reads it
+    // again.
+    for s in binary.sections().iter().filter(|s| s.is_executable()) {
+        binary.release(s.raw);
+    }
 }
 
 /// Whether `[start, end)` holds only zero bytes, NOPs and `int3` (lld's fill): BOLT accepts

@@ -129,6 +129,25 @@ pub struct Binary<'data> {
     dynamic_symbol_names: Vec<&'data str>,
     /// True when the functions came from `.dynsym` because there is no `.symtab`.
     symbols_from_dynsym: bool,
+    /// Told about bytes a pass has finished reading ([`Binary::set_release`]).
+    release: Release<'data>,
+}
+
+/// The callback of [`Binary::set_release`], if any.
+#[derive(Default)]
+struct Release<'data>(Option<&'data ReleaseFn<'data>>);
+
+/// What [`Binary::set_release`] takes.
+pub type ReleaseFn<'a> = dyn Fn(&[u8]) + Send + Sync + 'a;
+
+impl std::fmt::Debug for Release<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Release(set)"
+        } else {
+            "Release(none)"
+        })
+    }
 }
 
 impl<'data> Binary<'data> {
@@ -156,6 +175,27 @@ impl<'data> Binary<'data> {
     /// The bytes the binary was parsed from.
     pub fn data(&self) -> &'data [u8] {
         self.data
+    }
+
+    /// Register a callback for bytes of [`Self::data`] that a pass over the whole binary has
+    /// finished reading. Function discovery calls it with the code it checked for padding, the
+    /// data references with the relocation sections they read, and perf2bolt's decoding pass
+    /// with each stretch of code it decoded. A caller that memory-maps the file can drop those
+    /// pages from its resident set (`MADV_DONTNEED`), so that the resident file pages follow
+    /// what is in use rather than the whole binary. Released bytes may still be read again (a
+    /// file map faults them back in): the callback is only a hint.
+    ///
+    /// The callback is borrowed, not owned: a `Binary` has no destructor, so the bytes it
+    /// borrows are free again as soon as it is last used.
+    pub fn set_release(&mut self, release: &'data ReleaseFn<'data>) {
+        self.release = Release(Some(release));
+    }
+
+    /// Tell the [`Self::set_release`] callback, if any, that `bytes` are no longer needed.
+    pub fn release(&self, bytes: &[u8]) {
+        if let Some(f) = self.release.0 {
+            f(bytes);
+        }
     }
 
     /// ELF64 rather than ELF32.
@@ -888,6 +928,7 @@ where
         symbols: all_symbols,
         dynamic_symbol_names,
         symbols_from_dynsym: from_dynsym,
+        release: Release::default(),
     })
 }
 

@@ -47,7 +47,7 @@ mod symbols;
 mod symtab;
 pub mod x86;
 
-pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, Segment};
+pub use elf::{Binary, FileKind, Machine, NT_GNU_BUILD_ID, Note, PT_LOAD, ReleaseFn, Segment};
 pub use error::{Error, Result};
 pub use header::SectionHeaderTable;
 pub use lsda::{CallSite, Lsda};

@@ -70,6 +70,26 @@ impl MappedFile {
         };
     }
 
+    /// [`Self::release`] the whole pages of `bytes`, when they are part of this map (bytes
+    /// elsewhere, such as a decompressed copy of a section, are ignored). Only pages wholly
+    /// inside `bytes` go: a neighbouring page may still be in use (if it is not, keeping it costs
+    /// at most a page at each end).
+    pub fn release_bytes(&self, bytes: &[u8]) {
+        const PAGE: usize = 4096;
+        let map = self.bytes().as_ptr() as usize;
+        let Some(start) = (bytes.as_ptr() as usize).checked_sub(map) else {
+            return;
+        };
+        let end = start + bytes.len();
+        if end > self.bytes().len() {
+            return;
+        }
+        let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+        if first < last {
+            self.release(first..last);
+        }
+    }
+
     /// The path the file was opened with.
     pub fn path(&self) -> &Path {
         &self.path

@@ -81,6 +81,16 @@ impl<'data> Binary<'data> {
         }
     }
 
+    /// [`Self::release`] the relocation sections that apply to section `target` (once a pass
+    /// has read them with [`Self::visit_relocations_for`]).
+    pub fn release_relocations_for(&self, target: usize) {
+        for s in self.sections() {
+            if relocates(s.sh_type, s.info, target) {
+                self.release(s.raw);
+            }
+        }
+    }
+
     /// Relocations against code sections (`SHT_PROGBITS` with `SHF_ALLOC | SHF_EXECINSTR`), in
     /// section order: what a linked binary kept with `--emit-relocs`. Empty when it kept none, or
     /// its symbols come from `.dynsym`; a malformed relocation section is skipped.
@@ -147,6 +157,13 @@ impl<'data> Binary<'data> {
     }
 }
 
+/// Whether a section of type `sh_type` with `sh_info` `info` holds relocations for section
+/// `target`.
+fn relocates(sh_type: u32, info: u32, target: usize) -> bool {
+    [elf::SHT_RELA, elf::SHT_REL, elf::SHT_CREL].contains(&elf::SectionType(sh_type))
+        && info as usize == target
+}
+
 fn relocations<Elf: FileHeader<Endian = Endianness>>(
     data: &[u8],
     machine: Machine,
@@ -169,11 +186,7 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
     };
     let mut found = false;
     for (index, sh) in sections.enumerate() {
-        let t = sh.sh_type(endian);
-        if t != elf::SHT_RELA && t != elf::SHT_REL && t != elf::SHT_CREL {
-            continue;
-        }
-        if sh.sh_info(endian) as usize != target {
+        if !relocates(sh.sh_type(endian).0, sh.sh_info(endian), target) {
             continue;
         }
         found = true;

@@ -329,6 +329,10 @@ pub struct Aggregator<'a, 'data> {
     bat: Option<&'a BatTable>,
 }
 
+/// Bytes of code [`Aggregator::prepare`] decodes between two calls of the binary's release
+/// callback ([`pcmap_binary::Binary::set_release`]).
+const RELEASE_WINDOW: u64 = 8 << 20;
+
 fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
     c.count = c.count.wrapping_add(count);
     c.mispreds = c.mispreds.wrapping_add(mispreds);
@@ -635,31 +639,55 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         });
     }
 
-    /// [`Self::prepare`]'s decoding pass: every function's [`cfg::FunctionScan`].
+    /// [`Self::prepare`]'s decoding pass: every function's [`cfg::FunctionScan`], in stretches of
+    /// about [`RELEASE_WINDOW`] bytes of code, each released once decoded
+    /// ([`pcmap_binary::Binary::release`]): only the profiled code is read again, so a large
+    /// binary's text need not stay resident.
     fn scan_all(&self, touched: Option<&[bool]>) -> Vec<(usize, cfg::FunctionScan)> {
         let funcs = self.image.functions();
-        (0..funcs.len())
-            .into_par_iter()
-            .filter(|&i| funcs[i].kind == FunctionKind::Regular)
-            .map(|i| {
-                self.decodes.fetch_add(1, Ordering::Relaxed);
-                // A hashing aggregator decodes a touched function again for its CFG (see the
-                // type's doc).
-                let keep = !self.hashing
-                    && touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
-                    && self.cfgs[i].get().is_none();
-                if !keep {
-                    // Not profiled (or its CFG already built): nothing of it is kept.
-                    return (i, cfg::scan(self.image, &funcs[i]));
-                }
-                let (d, references) = cfg::decode(self.image, &funcs[i]);
-                let scan = d.scan(self.image, &funcs[i], references);
-                if let Ok(mut slot) = self.pending[i].lock() {
-                    *slot = Some(Box::new(d));
-                }
-                (i, scan)
-            })
-            .collect()
+        let scan = |i: usize| {
+            self.decodes.fetch_add(1, Ordering::Relaxed);
+            // A hashing aggregator decodes a touched function again for its CFG (see the
+            // type's doc).
+            let keep = !self.hashing
+                && touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
+                && self.cfgs[i].get().is_none();
+            if !keep {
+                // Not profiled (or its CFG already built): nothing of it is kept.
+                return (i, cfg::scan(self.image, &funcs[i]));
+            }
+            let (d, references) = cfg::decode(self.image, &funcs[i]);
+            let scan = d.scan(self.image, &funcs[i], references);
+            if let Ok(mut slot) = self.pending[i].lock() {
+                *slot = Some(Box::new(d));
+            }
+            (i, scan)
+        };
+        let regular = |i: &usize| funcs[*i].kind == FunctionKind::Regular;
+        let binary = self.image.binary();
+        // Functions are in address order: a stretch of consecutive ones is a stretch of code,
+        // cut at the end of its section (the bytes released are one section's).
+        let mut out = Vec::with_capacity(funcs.len());
+        let mut first = 0;
+        while first < funcs.len() {
+            let start = funcs[first].address;
+            let mut limit = start.saturating_add(RELEASE_WINDOW);
+            if let Some(s) = binary.code_section_at(start) {
+                limit = limit.min(s.address.saturating_add(s.size));
+            }
+            let mut end = first + 1;
+            while end < funcs.len() && funcs[end].address < limit {
+                end += 1;
+            }
+            out.par_extend((first..end).into_par_iter().filter(regular).map(scan));
+            let last = &funcs[end - 1];
+            let len = last.address.saturating_add(last.size).saturating_sub(start);
+            if let Some(bytes) = binary.code_bytes(start, len) {
+                binary.release(bytes);
+            }
+            first = end;
+        }
+        out
     }
 
     /// How many times this aggregator decoded a function: once per function when the profile

@@ -149,3 +149,85 @@ fn light_scan_equals_the_full_decode() {
          {with_references} with references ({tableless} with a tableless indirect jump)"
     );
 }
+
+/// The passes over the whole binary hand back what they have read (`Binary::set_release`):
+/// discovery every code section, the data references the relocation sections they read, and
+/// the decoding pass stretches of code that together cover every function it decoded; the
+/// profile is the same as without the callback.
+#[test]
+fn whole_binary_passes_release_what_they_read() {
+    use std::sync::Mutex;
+    let (data, text) = p1_with_profile();
+    let base = data.as_ptr() as usize;
+    let released: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+    let release = |b: &[u8]| {
+        let start = b.as_ptr() as usize - base;
+        released.lock().unwrap().push((start, start + b.len()));
+    };
+    let mut binary = pcmap_binary::Binary::parse(&data).unwrap();
+    binary.set_release(&release);
+    let covered = |from: usize, to: usize| {
+        released
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|&(s, e)| s <= from && to <= e)
+    };
+    let offset = |b: &[u8]| b.as_ptr() as usize - base;
+
+    let image = BoltFunctions::discover(&binary).unwrap();
+    let code: Vec<_> = binary
+        .sections()
+        .iter()
+        .filter(|s| s.is_executable() && !s.raw.is_empty())
+        .collect();
+    assert!(!code.is_empty());
+    for s in &code {
+        let at = offset(s.raw);
+        assert!(
+            covered(at, at + s.raw.len()),
+            "section {} not released by discovery",
+            s.name
+        );
+    }
+
+    released.lock().unwrap().clear();
+    assert!(
+        !image.data_references().is_empty(),
+        "p1 has no data references into code"
+    );
+    let rela_rodata = binary
+        .section_by_name(".rela.rodata")
+        .expect(".rela.rodata");
+    let at = offset(rela_rodata.raw);
+    assert!(
+        covered(at, at + rela_rodata.raw.len()),
+        ".rela.rodata not released after the data references"
+    );
+
+    released.lock().unwrap().clear();
+    let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();
+    let agg = Aggregator::new(&image);
+    let profile = agg.aggregate_traces(&parsed, &|_| {});
+    let mut decoded = 0;
+    for f in image.functions() {
+        if f.kind != FunctionKind::Regular {
+            continue;
+        }
+        let bytes = binary.code_bytes(f.address, f.size).unwrap();
+        let at = offset(bytes);
+        assert!(
+            covered(at, at + bytes.len()),
+            "{}: code not released",
+            f.name()
+        );
+        decoded += 1;
+    }
+    assert!(decoded > 0);
+
+    // The same records as an aggregator over a binary without the callback.
+    let plain = pcmap_binary::Binary::parse(&data).unwrap();
+    let plain_image = BoltFunctions::discover(&plain).unwrap();
+    let want = Aggregator::new(&plain_image).aggregate_traces(&parsed, &|_| {});
+    assert_eq!(profile.records, want.records);
+}

@@ -167,27 +167,6 @@ fn single_malloc_arena() {
     }
 }
 
-/// Drop the whole pages of `bytes` from the resident set when they are part of `file`'s map
-/// (DWARF the extractor has finished reading; see `DebugData::set_release`). Bytes outside the
-/// map (decompressed sections) are ignored.
-fn release_mapped(file: &MappedFile, bytes: &[u8]) {
-    const PAGE: usize = 4096;
-    let map = file.bytes().as_ptr() as usize;
-    let Some(start) = (bytes.as_ptr() as usize).checked_sub(map) else {
-        return;
-    };
-    let end = start + bytes.len();
-    if end > file.bytes().len() {
-        return;
-    }
-    // Only pages wholly inside `bytes`: a neighbouring unit may still be in use (if it is not,
-    // keeping its page costs at most one page per unit boundary).
-    let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
-    if first < last {
-        file.release(first..last);
-    }
-}
-
 pub fn run_encode(args: EncodeArgs) -> Result<()> {
     if !args.sizes && args.output.is_none() && args.into.is_none() && args.types.is_none() {
         bail!("nothing to write: give -o FILE, --into OUT, --types FILE or --sizes");
@@ -202,7 +181,7 @@ pub fn run_encode(args: EncodeArgs) -> Result<()> {
     let set = DebugData::dwarf_from_binary(&bin)
         .context("loading the DWARF sections")
         .map(|mut debug| {
-            debug.set_release(|bytes| release_mapped(&file, bytes));
+            debug.set_release(|bytes| file.release_bytes(bytes));
             debug
         })
         .and_then(|debug| {

@@ -295,8 +295,13 @@ pub fn run(args: Args) -> Result<()> {
     // The binary is parsed once; everything below borrows this model.
     let bin_file = MappedFile::open(&args.binary)
         .with_context(|| format!("opening {}", args.binary.display()))?;
-    let binary = Binary::parse(bin_file.bytes())
+    // Passes over the whole binary (discovery, data references, decoding every function) drop
+    // the pages they are done with: a large binary's text and relocations need not stay
+    // resident when only the profiled code is read again.
+    let release = |bytes: &[u8]| bin_file.release_bytes(bytes);
+    let mut binary = Binary::parse(bin_file.bytes())
         .with_context(|| format!("reading {}", args.binary.display()))?;
+    binary.set_release(&release);
     // The functions are discovered while the profiles are read: the two are independent, and
     // discovery runs on one thread.
     let (image, read) = rayon::join(
