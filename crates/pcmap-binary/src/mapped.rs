@@ -102,3 +102,34 @@ impl std::ops::Deref for MappedFile {
         self.bytes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::MappedFile;
+
+    /// Released pages read back as the file's bytes (the kernel faults them in again), whole
+    /// or partial pages alike; bytes that are not part of the map are ignored.
+    #[test]
+    fn released_pages_read_back_unchanged() {
+        let path = std::env::temp_dir().join(format!(
+            "pcmap-mapped-release-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let data: Vec<u8> = (0..5 * 4096u32 + 123)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = MappedFile::open(&path).unwrap();
+        assert!(file.bytes() == &data[..]);
+        file.release_bytes(&file.bytes()[100..4 * 4096 + 5]);
+        assert!(file.bytes() == &data[..], "after releasing part of the map");
+        file.release_bytes(file.bytes());
+        file.release_bytes(&data);
+        file.release(0..file.bytes().len());
+        file.release(0..usize::MAX);
+        assert!(file.bytes() == &data[..], "after releasing the whole map");
+        drop(file);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
