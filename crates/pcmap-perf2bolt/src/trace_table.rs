@@ -156,7 +156,7 @@ impl TraceTable {
         }
         self.pending.push(Slot {
             key,
-            counts: (count | (mispreds << COUNT_BITS)) as u32,
+            counts: pack(count, mispreds),
         });
         if self.pending.len() == BATCH {
             self.flush();
@@ -238,19 +238,14 @@ impl TraceTable {
             }
             i = (i + 1) & mask;
         }
-        let count = u64::from(counts & COUNT_MAX as u32);
-        let mispreds = u64::from(counts >> COUNT_BITS);
+        let (count, mispreds) = unpack(counts);
         match add_packed(self.slots[i].counts, count, mispreds) {
             Some(sum) => self.slots[i].counts = sum,
             None => {
                 // The slot's counts and these move to the side map; the slot counts on from 0.
-                let have = std::mem::take(&mut self.slots[i].counts);
+                let (have, have_mispreds) = unpack(std::mem::take(&mut self.slots[i].counts));
                 let w = self.wide.entry(self.trace_of(&k)).or_default();
-                add(
-                    w,
-                    u64::from(have & COUNT_MAX as u32),
-                    u64::from(have >> COUNT_BITS),
-                );
+                add(w, have, have_mispreds);
                 add(w, count, mispreds);
             }
         }
@@ -263,10 +258,8 @@ impl TraceTable {
         let mut out: Vec<(Trace, TraceCounts)> = Vec::with_capacity(self.len + wide.len());
         for s in self.slots.iter().filter(|s| s.key != EMPTY) {
             let t = self.trace_of(&s.key);
-            let mut c = TraceCounts {
-                count: u64::from(s.counts & COUNT_MAX as u32),
-                mispreds: u64::from(s.counts >> COUNT_BITS),
-            };
+            let (count, mispreds) = unpack(s.counts);
+            let mut c = TraceCounts { count, mispreds };
             if let Some(w) = wide.remove(&t) {
                 add(&mut c, w.count, w.mispreds);
             }
@@ -291,13 +284,28 @@ fn prefetch(slot: &Slot) {
     std::hint::black_box(slot.key[0]);
 }
 
+/// `count` executions and `mispreds` mispredictions packed as [`Slot::counts`]; they must fit
+/// their bits (at most [`COUNT_MAX`] and [`MISPRED_MAX`]).
+#[inline]
+fn pack(count: u64, mispreds: u64) -> u32 {
+    (count | (mispreds << COUNT_BITS)) as u32
+}
+
+/// The executions and mispredictions packed in `packed` ([`pack`]).
+#[inline]
+fn unpack(packed: u32) -> (u64, u64) {
+    (
+        u64::from(packed & COUNT_MAX as u32),
+        u64::from(packed >> COUNT_BITS),
+    )
+}
+
 /// Packed counts `packed` plus `count` and `mispreds`, if the sums fit their bits.
 #[inline]
 fn add_packed(packed: u32, count: u64, mispreds: u64) -> Option<u32> {
-    let have = u64::from(packed & COUNT_MAX as u32);
-    let have_mispreds = u64::from(packed >> COUNT_BITS);
+    let (have, have_mispreds) = unpack(packed);
     (count <= COUNT_MAX - have && mispreds <= MISPRED_MAX - have_mispreds)
-        .then(|| ((have + count) | ((have_mispreds + mispreds) << COUNT_BITS)) as u32)
+        .then(|| pack(have + count, have_mispreds + mispreds))
 }
 
 fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
