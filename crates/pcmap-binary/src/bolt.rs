@@ -31,6 +31,7 @@
 //! [`BoltFunctions::entry_points`] applies the rule.
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+use std::borrow::Cow;
 
 use crate::symbols::SymbolKind;
 use crate::{Binary, Machine, Result};
@@ -49,11 +50,11 @@ pub enum FunctionKind {
 
 /// One function as BOLT discovers it.
 #[derive(Debug, Clone)]
-pub struct BoltFunction {
+pub struct BoltFunction<'a> {
     /// BOLT's names for the function: the first is the one printed in profiles
     /// (`name` for globals, `name/N` for locals); local functions with a file symbol also get
-    /// `name/file/N`.
-    pub names: Vec<String>,
+    /// `name/file/N`. Borrowed from the binary's symbols where they name it.
+    pub names: Vec<Cow<'a, str>>,
     /// Start address.
     pub address: u64,
     /// Size (the symbol size, or up to the next function for zero-size symbols).
@@ -66,7 +67,7 @@ pub struct BoltFunction {
     pub kind: FunctionKind,
 }
 
-impl BoltFunction {
+impl BoltFunction<'_> {
     /// The name printed in fdata for this function.
     pub fn name(&self) -> &str {
         &self.names[0]
@@ -99,7 +100,7 @@ impl BoltFunction {
     pub fn file_name_alias(&self) -> Option<&str> {
         self.names
             .iter()
-            .map(String::as_str)
+            .map(|n| &**n)
             .find(|n| n.find('/').is_some_and(|i| n[i + 1..].contains('/')))
     }
 
@@ -114,7 +115,7 @@ impl BoltFunction {
 #[derive(Debug)]
 pub struct BoltFunctions<'a, 'data> {
     binary: &'a Binary<'data>,
-    functions: Vec<BoltFunction>,
+    functions: Vec<BoltFunction<'a>>,
     /// `functions[i].address` and `address + max_size`, kept apart for cache-friendly lookups.
     starts: Vec<u64>,
     ends: Vec<u64>,
@@ -163,12 +164,12 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 .symbols()
                 .iter()
                 .find(|s| s.kind == SymbolKind::Section && s.section_index == Some(section.index))
-                .and_then(|s| s.bolt_name.clone())
+                .and_then(|s| s.bolt_name.as_deref())
             else {
                 continue;
             };
             functions.push(BoltFunction {
-                names: vec![name],
+                names: vec![Cow::Borrowed(name)],
                 address,
                 size: 0,
                 max_size: 0,
@@ -228,7 +229,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 continue;
             }
             functions.push(BoltFunction {
-                names: vec![format!("{FDE_FUNCTION_PREFIX}{address:x}")],
+                names: vec![Cow::Owned(format!("{FDE_FUNCTION_PREFIX}{address:x}"))],
                 address,
                 size,
                 max_size: 0,
@@ -289,7 +290,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     }
 
     /// Functions sorted by address.
-    pub fn functions(&self) -> &[BoltFunction] {
+    pub fn functions(&self) -> &[BoltFunction<'a>] {
         &self.functions
     }
 
@@ -459,9 +460,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
 /// alone, increasing.
 fn functions_of_symbols<'b, 'data>(
     binary: &'b Binary<'data>,
-) -> (Vec<&'b crate::Symbol<'data>>, Vec<BoltFunction>, Vec<u64>) {
+) -> (
+    Vec<&'b crate::Symbol<'data>>,
+    Vec<BoltFunction<'b>>,
+    Vec<u64>,
+) {
     let in_code = |a: u64| binary.code_section_at(a).is_some();
-    let mut functions: Vec<BoltFunction> = Vec::new();
+    let mut functions: Vec<BoltFunction<'b>> = Vec::new();
     // Symbols in address order (symbol-table order at one address).
     // Sorted with their keys beside them: comparing through the references would chase
     // pointers all over the symbol table.
@@ -486,8 +491,9 @@ fn functions_of_symbols<'b, 'data>(
         if !(is_func || is_label) || !in_code(s.address) {
             continue;
         }
-        let mut names = vec![s.bolt_name.clone().unwrap_or_else(|| s.name.to_string())];
-        names.extend(s.bolt_file_name.clone());
+        // Borrowed, not copied: a large binary has hundreds of thousands of functions.
+        let mut names = vec![Cow::Borrowed(s.bolt_name.as_deref().unwrap_or(s.name))];
+        names.extend(s.bolt_file_name.as_deref().map(Cow::Borrowed));
         if is_label {
             // A label inside the previous function is not a function of its own: inside
             // its size, or, when its size is unknown (0), a local untyped label of its
@@ -547,7 +553,7 @@ fn functions_of_symbols<'b, 'data>(
 fn label_entry_points(
     binary: &Binary<'_>,
     syms: &[&crate::Symbol<'_>],
-    functions: &[BoltFunction],
+    functions: &[BoltFunction<'_>],
 ) -> (Vec<u64>, Vec<u64>) {
     let mut out = Vec::new();
     let mut inside = Vec::new();
@@ -598,7 +604,7 @@ fn label_entry_points(
 }
 
 /// Whether `address` lies within `func`'s size.
-fn contains(func: &BoltFunction, address: u64) -> bool {
+fn contains(func: &BoltFunction<'_>, address: u64) -> bool {
     address >= func.address && address - func.address < func.size
 }
 
@@ -621,7 +627,7 @@ pub fn instruction_reference(ins: &Instruction) -> Option<u64> {
 /// refer to; empty when one is invalid (BOLT takes no references from a function it cannot
 /// disassemble).
 pub fn references_out_of<'i>(
-    func: &BoltFunction,
+    func: &BoltFunction<'_>,
     instructions: impl IntoIterator<Item = &'i Instruction>,
 ) -> Vec<u64> {
     let mut out = Vec::new();
@@ -637,7 +643,7 @@ pub fn references_out_of<'i>(
 /// The address outside `func` that one of its instructions refers to, if any (see
 /// [`references_out_of`], which takes them all).
 #[inline]
-pub fn reference_out_of(func: &BoltFunction, ins: &Instruction) -> Option<u64> {
+pub fn reference_out_of(func: &BoltFunction<'_>, ins: &Instruction) -> Option<u64> {
     instruction_reference(ins).filter(|&a| !contains(func, a))
 }
 
@@ -645,7 +651,7 @@ pub fn reference_out_of(func: &BoltFunction, ins: &Instruction) -> Option<u64> {
 /// or the end of the containing section, or stops at the size after bad padding.
 ///
 /// In parallel: the padding checks are the first reads of the code's pages.
-fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunction]) {
+fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunction<'_>]) {
     use rayon::prelude::*;
     let next_starts: Vec<u64> = functions
         .iter()
@@ -711,14 +717,14 @@ fn is_valid_padding(binary: &Binary<'_>, bitness: u32, start: u64, end: u64) -> 
 
 /// PLT entries of a lazily bound `.plt` (16-byte header, 16-byte entries in `.rela.plt`
 /// order) become `name@PLT` pseudo functions, as BOLT names them.
-fn add_plt_functions(binary: &Binary<'_>, functions: &mut Vec<BoltFunction>) {
+fn add_plt_functions<'a>(binary: &'a Binary<'_>, functions: &mut Vec<BoltFunction<'a>>) {
     let (Some(plt), Some(rela)) = (
         binary.section_by_name(".plt"),
         binary.section_by_name(".rela.plt"),
     ) else {
         return;
     };
-    let pseudo = |names: Vec<String>, address: u64| BoltFunction {
+    let pseudo = |names: Vec<Cow<'a, str>>, address: u64| BoltFunction {
         names,
         address,
         size: 16,
@@ -726,7 +732,10 @@ fn add_plt_functions(binary: &Binary<'_>, functions: &mut Vec<BoltFunction>) {
         kind: FunctionKind::Plt,
     };
     // BOLT covers the PLT header with a pseudo function of its own.
-    functions.push(pseudo(vec!["__BOLT_PSEUDO_.plt".to_string()], plt.address));
+    functions.push(pseudo(
+        vec![Cow::Borrowed("__BOLT_PSEUDO_.plt")],
+        plt.address,
+    ));
     let (entry_size, word) = if binary.is_64() { (24, 8) } else { (12, 4) };
     for (i, entry) in rela.raw.chunks_exact(entry_size).enumerate() {
         let info = &entry[word..2 * word];
@@ -751,6 +760,6 @@ fn add_plt_functions(binary: &Binary<'_>, functions: &mut Vec<BoltFunction>) {
         if address.saturating_add(16) > plt.address.saturating_add(plt.size) {
             break;
         }
-        functions.push(pseudo(vec![format!("{name}@PLT")], address));
+        functions.push(pseudo(vec![Cow::Owned(format!("{name}@PLT"))], address));
     }
 }

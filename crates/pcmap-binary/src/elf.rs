@@ -850,26 +850,30 @@ where
                 } else {
                     None
                 },
-                bolt_name: String::new(),
+                bolt_name: Cow::Borrowed(""),
                 bolt_file_name: None,
             });
         }
     }
-    let mut bolt = bolt_names(&naming);
+    for (index, (primary, alt)) in bolt_names(&naming) {
+        // `all_symbols` is in table order: entry `index` is symbol `index`.
+        if let Some(s) = all_symbols.get_mut(index) {
+            s.bolt_name = Some(primary);
+            s.bolt_file_name = alt;
+        }
+    }
     for f in &mut funcs {
-        match bolt.get(f.symbol_index).and_then(Option::as_ref) {
-            Some((primary, alt)) => {
+        match all_symbols.get(f.symbol_index) {
+            Some(Symbol {
+                bolt_name: Some(primary),
+                bolt_file_name: alt,
+                ..
+            }) => {
                 f.bolt_name = primary.clone();
                 f.bolt_file_name = alt.clone();
             }
             // Not named by BOLT (address 0, non-alloc section): fall back to the stored name.
-            None => f.bolt_name = f.name.to_string(),
-        }
-    }
-    for s in all_symbols.iter_mut() {
-        if let Some((primary, alt)) = bolt.get_mut(s.index).and_then(Option::take) {
-            s.bolt_name = Some(primary);
-            s.bolt_file_name = alt;
+            _ => f.bolt_name = Cow::Borrowed(f.name),
         }
     }
     // `.dynsym` names by index, for PLT entries (`.rela.plt` refers to `.dynsym`).

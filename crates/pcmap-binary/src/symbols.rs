@@ -1,5 +1,7 @@
 //! Function symbols, the address-sorted function table, and BOLT's names for local functions.
 
+use std::borrow::Cow;
+
 use rustc_hash::FxHashMap;
 
 /// The type of a symbol (`STT_*`).
@@ -50,7 +52,8 @@ pub struct Symbol<'data> {
     pub file: Option<&'data str>,
     /// The name BOLT gives the symbol (`name`, `name/N` for locals, `PG.L...`, `ANONYMOUS.i`);
     /// `None` for symbols BOLT does not name (address 0, not in memory, `__hot_start`, ...).
-    pub bolt_name: Option<String>,
+    /// Borrowed from the file where it is the stored name (most globals).
+    pub bolt_name: Option<Cow<'data, str>>,
     /// BOLT's alternative name of a local function with a file symbol: `name/file/N`.
     pub bolt_file_name: Option<String>,
 }
@@ -76,8 +79,9 @@ pub struct FunctionSymbol<'data> {
     pub section_index: Option<usize>,
     /// The `STT_FILE` symbol that precedes this local symbol in the table, if any.
     pub file: Option<&'data str>,
-    /// The name BOLT gives this symbol (`name` for globals, `name/N` for locals).
-    pub bolt_name: String,
+    /// The name BOLT gives this symbol (`name` for globals, `name/N` for locals); borrowed from
+    /// the file where it is the stored name.
+    pub bolt_name: Cow<'data, str>,
     /// BOLT's alternative name for a local function with a file symbol: `name/file/N`.
     pub bolt_file_name: Option<String>,
 }
@@ -120,7 +124,7 @@ impl<'data> FunctionTable<'data> {
         // Address order; at one address, symbol-table order, so the primary (first) name is the
         // one BOLT picks for the function.
         symbols.sort_unstable_by_key(|s| (s.section_index, s.address, s.symbol_index));
-        let mut functions: Vec<Function> = Vec::new();
+        let mut functions: Vec<Function> = Vec::with_capacity(symbols.len());
         for (i, s) in symbols.iter().enumerate() {
             match functions.last_mut() {
                 Some(f) if f.address == s.address && f.section_index == s.section_index => {
@@ -208,7 +212,11 @@ pub(crate) enum NamingKind {
     Other,
 }
 
-/// BOLT's names for every symbol index it names: `(primary, alternative)`.
+/// A symbol's names in BOLT: the primary one (borrowed from the file when it is the stored name)
+/// and, for a local function with a file symbol, the alternative `name/file/N`.
+pub(crate) type BoltNames<'data> = (Cow<'data, str>, Option<String>);
+
+/// BOLT's names for every symbol it names, as `(symbol index, names)`, in naming order.
 ///
 /// BOLT (`RewriteInstance::discoverFileObjects` in LLVM 22) names symbols like this, and perf2bolt
 /// writes the same names into fdata and YAML profiles:
@@ -222,12 +230,12 @@ pub(crate) enum NamingKind {
 ///    where K counts the locals named `n` seen so far (starting at 1), and a local function
 ///    tied to file `f` also gets the alternative `n/f/K'` with its own counter for `n/f`.
 ///    Names starting with `.L` are prefixed with `PG` first; empty names become `ANONYMOUS.i`.
-pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> Vec<Option<(String, Option<String>)>> {
+pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, BoltNames<'data>)> {
     // Indexed by symbol index (dense: the table's order), not hashed: a large binary has
     // hundreds of thousands of symbols.
     let slots = symbols.iter().map(|s| s.index + 1).max().unwrap_or(0);
-    let mut file_of: Vec<Option<&str>> = vec![None; slots];
-    let mut current_file: Option<&str> = None;
+    let mut file_of: Vec<Option<&'data str>> = vec![None; slots];
+    let mut current_file: Option<&'data str> = None;
     for s in symbols {
         if s.is_undefined {
             continue;
@@ -254,27 +262,35 @@ pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> Vec<Option<(String, Op
         NamingKind::Section => 2,
         _ => 1,
     };
-    let mut keyed: Vec<((u64, u8, usize), &NamingSymbol<'_>)> = symbols
-        .iter()
-        .filter(|s| {
-            s.kind != NamingKind::File && (s.is_absolute || (!s.is_undefined && s.in_alloc_section))
-        })
-        .map(|s| ((s.address, rank(s.kind), s.index), s))
-        .collect();
+    // Sized up front: collecting a filtered iterator would grow the vector by doubling.
+    let mut keyed: Vec<((u64, u8, usize), &NamingSymbol<'data>)> =
+        Vec::with_capacity(symbols.len());
+    keyed.extend(
+        symbols
+            .iter()
+            .filter(|s| {
+                s.kind != NamingKind::File
+                    && (s.is_absolute || (!s.is_undefined && s.in_alloc_section))
+            })
+            .map(|s| ((s.address, rank(s.kind), s.index), s)),
+    );
     keyed.sort_unstable_by_key(|&(key, _)| key);
+    let keyed_len = keyed.len();
     let sorted = keyed.into_iter().map(|(_, s)| s);
 
-    let mut counters: FxHashMap<String, u64> = FxHashMap::default();
-    let mut uniquify = |name: &str| -> String {
-        let n = match counters.get_mut(name) {
+    // One counter per name, shared by primary names and `name/file` prefixes as in BOLT. Keys
+    // borrow the file's strings where they can: a large binary has hundreds of thousands.
+    let mut counters: FxHashMap<Cow<'data, str>, u64> = FxHashMap::default();
+    let mut uniquify = |name: Cow<'data, str>| -> String {
+        let n = match counters.get_mut(&*name) {
             Some(n) => n,
-            None => counters.entry(name.to_string()).or_insert(0),
+            None => counters.entry(name.clone()).or_insert(0),
         };
         *n += 1;
         format!("{name}/{n}")
     };
     let mut anonymous = 0u64;
-    let mut names = vec![None; slots];
+    let mut names = Vec::with_capacity(keyed_len);
     for s in sorted {
         if s.is_undefined || s.address == 0 || s.name == "__hot_start" || s.name == "__hot_end" {
             continue;
@@ -282,26 +298,30 @@ pub(crate) fn bolt_names(symbols: &[NamingSymbol<'_>]) -> Vec<Option<(String, Op
         if s.kind == NamingKind::Section && s.in_plt_section {
             continue;
         }
-        let name = if s.name.starts_with(".L") {
-            format!("PG{}", s.name)
+        let name: Cow<'data, str> = if s.name.starts_with(".L") {
+            Cow::Owned(format!("PG{}", s.name))
         } else {
-            s.name.to_string()
+            Cow::Borrowed(s.name)
         };
         let entry = if name.is_empty() {
             let n = format!("ANONYMOUS.{anonymous}");
             anonymous += 1;
-            (n, None)
+            (Cow::Owned(n), None)
         } else if !s.is_local {
+            // A global keeps its name: borrowed from the file, not copied.
             (name, None)
         } else {
             let alt_prefix = match (s.kind, file_of[s.index]) {
                 (NamingKind::Function, Some(f)) => Some(format!("{name}/{f}")),
                 _ => None,
             };
-            let primary = uniquify(&name);
-            (primary, alt_prefix.map(|p| uniquify(&p)))
+            let primary = uniquify(name);
+            (
+                Cow::Owned(primary),
+                alt_prefix.map(|p| uniquify(Cow::Owned(p))),
+            )
         };
-        names[s.index] = Some(entry);
+        names.push((s.index, entry));
     }
     names
 }
@@ -341,16 +361,23 @@ mod tests {
             sym(6, "main", 0x1800, NamingKind::Function, false),
         ];
         let names = bolt_names(&syms);
+        let entry = |i: usize| &names.iter().find(|(j, _)| *j == i).unwrap().1;
+        let name = |i: usize| {
+            let (primary, alt) = entry(i).clone();
+            (primary.into_owned(), alt)
+        };
         assert_eq!(
-            names[4].clone().unwrap(),
+            name(4),
             ("helper/1".to_string(), Some("helper/b.c/1".to_string()))
         );
         assert_eq!(
-            names[2].clone().unwrap(),
+            name(2),
             ("helper/2".to_string(), Some("helper/a.c/1".to_string()))
         );
-        assert_eq!(names[5].clone().unwrap(), ("helper/3".to_string(), None));
-        assert_eq!(names[6].clone().unwrap(), ("main".to_string(), None));
+        assert_eq!(name(5), ("helper/3".to_string(), None));
+        assert_eq!(name(6), ("main".to_string(), None));
+        // A global's name is the file's own string, not a copy.
+        assert!(matches!(entry(6).0, Cow::Borrowed(_)));
     }
 
     #[test]
@@ -365,7 +392,7 @@ mod tests {
             is_ifunc: false,
             section_index: Some(1),
             file: None,
-            bolt_name: name.to_string(),
+            bolt_name: Cow::Borrowed(name),
             bolt_file_name: None,
         };
         let t = FunctionTable::new(vec![

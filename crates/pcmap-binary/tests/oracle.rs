@@ -451,10 +451,10 @@ fn local_function_names_match_bolt() {
             .next()
             .unwrap_or_else(|| panic!("BOLT function {primary} not found by its BOLT name"));
         let names = bin.function_table().names_of(f);
-        assert_eq!(&names[0].bolt_name, primary, "primary BOLT name");
+        assert_eq!(&*names[0].bolt_name, primary.as_str(), "primary BOLT name");
         for s in names.iter().filter(|s| !s.is_ifunc) {
             assert!(
-                all.contains(&s.bolt_name),
+                all.contains(&s.bolt_name.to_string()),
                 "{} not among BOLT's names {all:?}",
                 s.bolt_name
             );

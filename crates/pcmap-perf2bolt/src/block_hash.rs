@@ -642,7 +642,7 @@ fn jump_table_bases(insns: &[Instruction], cfg: &Cfg) -> Vec<u64> {
 /// of its bytes.
 #[derive(Clone, Copy)]
 struct Target<'a> {
-    func: &'a Function,
+    func: &'a Function<'a>,
     jump_tables: &'a [u64],
     relocs: &'a [(u64, Reloc)],
 }

@@ -263,7 +263,7 @@ pub fn read_bat_profile(
     let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
     for (i, f) in input.image().functions().iter().enumerate() {
         for n in &f.names {
-            by_name.entry(n.as_str()).or_insert(i as u32);
+            by_name.entry(&**n).or_insert(i as u32);
         }
     }
     let name_of = |f: u32| bolted.functions()[f as usize].profile_name(true);

@@ -84,7 +84,7 @@ fn names<'a>(agg: &Aggregator<'a, '_>) -> FxHashMap<&'a str, u32> {
             m.entry(f.profile_name(true)).or_insert(i as u32);
         }
         for n in &f.names {
-            m.entry(n.as_str()).or_insert(i as u32);
+            m.entry(&**n).or_insert(i as u32);
         }
     }
     m

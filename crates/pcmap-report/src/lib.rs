@@ -284,7 +284,7 @@ pub fn branch_report(
         let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
         for (i, f) in cagg.image().functions().iter().enumerate() {
             for n in &f.names {
-                by_name.entry(n.as_str()).or_insert(i as u32);
+                by_name.entry(&**n).or_insert(i as u32);
             }
         }
         attach_branch_cfgs(cagg, view, &mut functions, cfg_functions, |f, heat| {
@@ -573,7 +573,7 @@ pub fn staleness(
     let mut new_by_name: FxHashMap<&str, usize> = FxHashMap::default();
     for (i, f) in new_funcs.iter().enumerate() {
         for n in &f.names {
-            new_by_name.entry(n.as_str()).or_insert(i);
+            new_by_name.entry(&**n).or_insert(i);
         }
     }
     let old_ctx = block_hash::Context::new(old.image());

@@ -250,7 +250,7 @@ fn assert_translation_agrees_with_perf2bolt(f: &Fixture, max_fragments: usize) {
         for sym in bin.function_table().names_of(function) {
             for n in [
                 Some(sym.name),
-                Some(sym.bolt_name.as_str()),
+                Some(&*sym.bolt_name),
                 sym.bolt_file_name.as_deref(),
             ]
             .into_iter()
@@ -644,7 +644,7 @@ fn names<'a>(bin: &'a Binary<'_>) -> impl Fn(&str) -> u64 + 'a {
         for sym in bin.function_table().names_of(function) {
             for n in [
                 Some(sym.name),
-                Some(sym.bolt_name.as_str()),
+                Some(&*sym.bolt_name),
                 sym.bolt_file_name.as_deref(),
             ]
             .into_iter()
