@@ -329,6 +329,27 @@ pub struct Aggregator<'a, 'data> {
     bat: Option<&'a BatTable>,
 }
 
+/// Each function's rank in the byte order of `name` (functions of equal names in index order):
+/// the order records are written in.
+fn name_ranks<'f>(
+    funcs: &'f [pcmap_binary::bolt::BoltFunction<'_>],
+    name: impl Fn(&'f pcmap_binary::bolt::BoltFunction<'_>) -> &'f str,
+) -> Vec<u32> {
+    // The names are sorted beside the indices: comparing through the functions would chase
+    // two pointers per comparison.
+    let mut order: Vec<(&[u8], u32)> = funcs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (name(f).as_bytes(), i as u32))
+        .collect();
+    order.par_sort_unstable();
+    let mut rank = vec![0u32; funcs.len()];
+    for (r, (_, f)) in order.into_iter().enumerate() {
+        rank[f as usize] = r as u32;
+    }
+    rank
+}
+
 /// Bytes of code [`Aggregator::prepare`] decodes between two calls of the binary's release
 /// callback ([`pcmap_binary::Binary::set_release`]).
 const RELEASE_WINDOW: u64 = 8 << 20;
@@ -342,17 +363,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// Prepare aggregation against `image`.
     pub fn new(image: &'a BoltFunctions<'a, 'data>) -> Self {
         let funcs = image.functions();
-        let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
-        order.par_sort_by(|a, b| {
-            funcs[*a as usize]
-                .name()
-                .as_bytes()
-                .cmp(funcs[*b as usize].name().as_bytes())
-        });
-        let mut name_rank = vec![0u32; funcs.len()];
-        for (rank, f) in order.into_iter().enumerate() {
-            name_rank[f as usize] = rank as u32;
-        }
+        let name_rank = name_ranks(funcs, |f| f.name());
         Self {
             image,
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
@@ -374,17 +385,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// `.note.bolt_bat` table. Records are translated to the input binary's function offsets and
     /// ordered by the names perf2bolt prints in that mode ([`pcmap_binary::bolt::BoltFunction::profile_name`]).
     pub fn with_bat(mut self, bat: &'a BatTable) -> Self {
-        let funcs = self.image.functions();
-        let mut order: Vec<u32> = (0..funcs.len() as u32).collect();
-        order.sort_by(|a, b| {
-            funcs[*a as usize]
-                .profile_name(true)
-                .as_bytes()
-                .cmp(funcs[*b as usize].profile_name(true).as_bytes())
-        });
-        for (rank, f) in order.into_iter().enumerate() {
-            self.name_rank[f as usize] = rank as u32;
-        }
+        self.name_rank = name_ranks(self.image.functions(), |f| f.profile_name(true));
         self.bat = Some(bat);
         self
     }
