@@ -139,10 +139,24 @@ impl<'data> Binary<'data> {
             bases = bases.set_text(text.address);
         }
         let mut out = Vec::new();
+        // A binary has a handful of CIEs shared by its (hundreds of thousands of) FDEs: each is
+        // parsed once, not once per FDE. The first few are kept (a file with many more costs
+        // no more than before, and no quadratic search).
+        let mut cies: Vec<(gimli::EhFrameOffset, gimli::CommonInformationEntry<_>)> = Vec::new();
+        let mut cie_at = |section: &gimli::EhFrame<_>, bases: &_, offset| {
+            if let Some((_, cie)) = cies.iter().find(|(o, _)| *o == offset) {
+                return Ok(cie.clone());
+            }
+            let cie = section.cie_from_offset(bases, offset)?;
+            if cies.len() < 8 {
+                cies.push((offset, cie.clone()));
+            }
+            Ok(cie)
+        };
         let mut entries = eh_frame.entries(&bases);
         while let Ok(Some(entry)) = entries.next() {
             if let gimli::CieOrFde::Fde(partial) = entry
-                && let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset)
+                && let Ok(fde) = partial.parse(&mut cie_at)
                 && fde.len() > 0
             {
                 let lsda = fde.lsda().and_then(|p| match p {

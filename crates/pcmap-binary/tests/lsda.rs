@@ -148,3 +148,53 @@ fn truncated_lsda_is_a_located_error() {
         Err(Error::LsdaEncoding { encoding: 0x50, .. })
     ));
 }
+
+/// Every FDE of `.eh_frame` as `llvm-dwarfdump --eh-frame` lists it: (CIE offset, start,
+/// length), in section order.
+fn dwarfdump_fdes(bin: &Path) -> Vec<(u64, u64, u64)> {
+    let out = run_ok(
+        Command::new(tool("llvm-dwarfdump"))
+            .arg("--eh-frame")
+            .arg(bin),
+    );
+    out.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace().skip(3);
+            if words.next() != Some("FDE") {
+                return None;
+            }
+            let cie = hex(words.next()?.strip_prefix("cie=")?);
+            let (start, end) = words.next()?.strip_prefix("pc=")?.split_once("...")?;
+            let (start, end) = (hex(start), hex(end));
+            Some((cie, start, end - start))
+        })
+        .collect()
+}
+
+#[test]
+fn fde_ranges_match_llvm_dwarfdump() {
+    // C++ with exceptions: FDEs of several CIEs (with and without a personality), interleaved.
+    for (name, flags) in [
+        (
+            "perf2bolt-eh",
+            &["-O2", "-fno-pie", "-no-pie", "-pthread"][..],
+        ),
+        (
+            "perf2bolt-eh-pie",
+            &["-O2", "-fpie", "-pie", "-pthread"][..],
+        ),
+    ] {
+        let bin = build(name, &["perf2bolt/eh.cpp"], flags);
+        let theirs = dwarfdump_fdes(&bin);
+        let cies: std::collections::BTreeSet<u64> = theirs.iter().map(|f| f.0).collect();
+        assert!(cies.len() >= 2, "{name}: FDEs of only {cies:?}");
+        let theirs: Vec<(u64, u64)> = theirs
+            .iter()
+            .filter(|f| f.2 > 0)
+            .map(|&(_, start, len)| (start, len))
+            .collect();
+        let file = MappedFile::open(&bin).unwrap();
+        let binary = Binary::parse(file.bytes()).unwrap();
+        assert_eq!(binary.fde_ranges(), theirs, "{name}");
+    }
+}
