@@ -30,8 +30,9 @@
 //! [`BoltFunctions::outgoing_references`] decode the others, so each function is decoded once;
 //! [`BoltFunctions::entry_points`] applies the rule.
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
 use std::borrow::Cow;
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
 
 use crate::symbols::SymbolKind;
 use crate::{Binary, Machine, Result};

@@ -850,7 +850,8 @@ where
                 } else {
                     None
                 },
-                bolt_name: Cow::Borrowed(""),
+                // The stored name until BOLT's naming (below) gives it another.
+                bolt_name: Cow::Borrowed(name),
                 bolt_file_name: None,
             });
         }
@@ -862,18 +863,16 @@ where
             s.bolt_file_name = alt;
         }
     }
+    // A function symbol BOLT does not name (address 0, non-alloc section) keeps its stored name.
     for f in &mut funcs {
-        match all_symbols.get(f.symbol_index) {
-            Some(Symbol {
-                bolt_name: Some(primary),
-                bolt_file_name: alt,
-                ..
-            }) => {
-                f.bolt_name = primary.clone();
-                f.bolt_file_name = alt.clone();
-            }
-            // Not named by BOLT (address 0, non-alloc section): fall back to the stored name.
-            _ => f.bolt_name = Cow::Borrowed(f.name),
+        if let Some(Symbol {
+            bolt_name: Some(primary),
+            bolt_file_name: alt,
+            ..
+        }) = all_symbols.get(f.symbol_index)
+        {
+            f.bolt_name = primary.clone();
+            f.bolt_file_name = alt.clone();
         }
     }
     // `.dynsym` names by index, for PLT entries (`.rela.plt` refers to `.dynsym`).

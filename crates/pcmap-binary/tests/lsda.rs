@@ -80,24 +80,28 @@ fn ours(bin: &Path) -> BTreeMap<u64, Sites> {
         .collect()
 }
 
+/// The C++ exception fixtures, built from `perf2bolt/eh.cpp`: non-PIE (absolute FDE pointers)
+/// and PIE (pc-relative). Every test here reads the same two binaries.
+const EH_FIXTURES: [(&str, &[&str]); 2] = [
+    (
+        "perf2bolt-eh",
+        &[
+            "-O2",
+            "-fno-pie",
+            "-no-pie",
+            "-Wl,--emit-relocs",
+            "-pthread",
+        ],
+    ),
+    (
+        "perf2bolt-eh-pie",
+        &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"],
+    ),
+];
+
 #[test]
 fn lsdas_match_llvm_bolt() {
-    for (name, flags) in [
-        (
-            "perf2bolt-eh",
-            &[
-                "-O2",
-                "-fno-pie",
-                "-no-pie",
-                "-Wl,--emit-relocs",
-                "-pthread",
-            ][..],
-        ),
-        (
-            "perf2bolt-eh-pie",
-            &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"][..],
-        ),
-    ] {
+    for (name, flags) in EH_FIXTURES {
         let bin = build(name, &["perf2bolt/eh.cpp"], flags);
         let (theirs, ours) = (bolt_lsdas(&bin), ours(&bin));
         assert!(theirs.len() >= 5, "{name}: too few LSDAs in BOLT's output");
@@ -111,17 +115,8 @@ fn lsdas_match_llvm_bolt() {
 
 #[test]
 fn truncated_lsda_is_a_located_error() {
-    let bin = build(
-        "perf2bolt-eh",
-        &["perf2bolt/eh.cpp"],
-        &[
-            "-O2",
-            "-fno-pie",
-            "-no-pie",
-            "-Wl,--emit-relocs",
-            "-pthread",
-        ],
-    );
+    let (name, flags) = EH_FIXTURES[0];
+    let bin = build(name, &["perf2bolt/eh.cpp"], flags);
     let file = MappedFile::open(&bin).unwrap();
     let mut bytes = file.bytes().to_vec();
     let binary = Binary::parse(&bytes).unwrap();
@@ -166,7 +161,10 @@ fn dwarfdump_fdes(bin: &Path) -> Vec<(u64, u64, u64)> {
             let cie = hex(words.next()?.strip_prefix("cie=")?);
             let (start, end) = words.next()?.strip_prefix("pc=")?.split_once("...")?;
             let (start, end) = (hex(start), hex(end));
-            Some((cie, start, end - start))
+            let len = end
+                .checked_sub(start)
+                .unwrap_or_else(|| panic!("llvm-dwarfdump: an FDE ends before it starts: {line}"));
+            Some((cie, start, len))
         })
         .collect()
 }
@@ -174,16 +172,7 @@ fn dwarfdump_fdes(bin: &Path) -> Vec<(u64, u64, u64)> {
 #[test]
 fn fde_ranges_match_llvm_dwarfdump() {
     // C++ with exceptions: FDEs of several CIEs (with and without a personality), interleaved.
-    for (name, flags) in [
-        (
-            "perf2bolt-eh",
-            &["-O2", "-fno-pie", "-no-pie", "-pthread"][..],
-        ),
-        (
-            "perf2bolt-eh-pie",
-            &["-O2", "-fpie", "-pie", "-pthread"][..],
-        ),
-    ] {
+    for (name, flags) in EH_FIXTURES {
         let bin = build(name, &["perf2bolt/eh.cpp"], flags);
         let theirs = dwarfdump_fdes(&bin);
         let cies: std::collections::BTreeSet<u64> = theirs.iter().map(|f| f.0).collect();
