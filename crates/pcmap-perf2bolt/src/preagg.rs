@@ -258,7 +258,7 @@ impl TraceSink {
         if !self.pieces.is_empty() {
             let mut pieces = std::mem::take(&mut self.pieces);
             pieces.push(std::mem::take(&mut self.out.traces));
-            self.out.traces = concat(&pieces);
+            self.out.traces = crate::concat(&pieces);
             self.sorted = false;
         }
         if let Some(table) = self.table.take() {
@@ -295,30 +295,6 @@ impl TraceSink {
             }
         }
     }
-}
-
-/// The lists one after another, in one list of the exact size, copied in parallel: copying the
-/// million traces of a pre-aggregated profile on one thread kept the other core idle for tens
-/// of milliseconds (the first write to each page of the new list is most of the cost). Written
-/// by hand: rayon collects only indexed iterators in place, and a flattened list of lists is
-/// not one.
-fn concat<T: Copy + Send + Sync>(lists: &[Vec<T>]) -> Vec<T> {
-    let total = lists.iter().map(Vec::len).sum();
-    let mut all = Vec::with_capacity(total);
-    let mut rest = &mut all.spare_capacity_mut()[..total];
-    let mut parts = Vec::with_capacity(lists.len());
-    for list in lists {
-        let (part, tail) = rest.split_at_mut(list.len());
-        parts.push((part, list.as_slice()));
-        rest = tail;
-    }
-    parts
-        .into_par_iter()
-        .for_each(|(part, list)| _ = part.write_copy_of_slice(list));
-    // SAFETY: the parts are the first `total` slots of `all`, one per list, each as long as its
-    // list (their lengths sum to `total`), and each was written from its list above.
-    unsafe { all.set_len(total) };
-    all
 }
 
 /// The order of [`PreAggregated::traces`].
@@ -643,15 +619,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The parallel concatenation is the lists one after another (empty lists included).
-        #[test]
-        fn concat_is_the_lists_in_order(
-            lists in proptest::collection::vec(proptest::collection::vec(0u64..1000, 0..40), 0..12)
-        ) {
-            let want: Vec<u64> = lists.iter().flatten().copied().collect();
-            proptest::prop_assert_eq!(concat(&lists), want);
-        }
-
         /// Any profile written and read again is the same profile.
         #[test]
         fn write_then_parse_is_identity(
