@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use pcmap_binary::{Binary, Error, MappedFile};
-use pcmap_testkit::{build, run_ok, tool};
+use pcmap_testkit::{self as tk, run_ok, tool};
 
 /// Call sites as BOLT prints them: (start, end, landing pad, action), absolute addresses.
 type Sites = Vec<(u64, u64, u64, u64)>;
@@ -80,29 +80,10 @@ fn ours(bin: &Path) -> BTreeMap<u64, Sites> {
         .collect()
 }
 
-/// The C++ exception fixtures, built from `perf2bolt/eh.cpp`: non-PIE (absolute FDE pointers)
-/// and PIE (pc-relative). Every test here reads the same two binaries.
-const EH_FIXTURES: [(&str, &[&str]); 2] = [
-    (
-        "perf2bolt-eh",
-        &[
-            "-O2",
-            "-fno-pie",
-            "-no-pie",
-            "-Wl,--emit-relocs",
-            "-pthread",
-        ],
-    ),
-    (
-        "perf2bolt-eh-pie",
-        &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"],
-    ),
-];
-
 #[test]
 fn lsdas_match_llvm_bolt() {
-    for (name, flags) in EH_FIXTURES {
-        let bin = build(name, &["perf2bolt/eh.cpp"], flags);
+    for fixture @ (name, _) in tk::EH_FIXTURES {
+        let bin = tk::build_eh(fixture);
         let (theirs, ours) = (bolt_lsdas(&bin), ours(&bin));
         assert!(theirs.len() >= 5, "{name}: too few LSDAs in BOLT's output");
         assert!(
@@ -115,8 +96,7 @@ fn lsdas_match_llvm_bolt() {
 
 #[test]
 fn truncated_lsda_is_a_located_error() {
-    let (name, flags) = EH_FIXTURES[0];
-    let bin = build(name, &["perf2bolt/eh.cpp"], flags);
+    let bin = tk::build_eh(tk::EH_FIXTURES[0]);
     let file = MappedFile::open(&bin).unwrap();
     let mut bytes = file.bytes().to_vec();
     let binary = Binary::parse(&bytes).unwrap();
@@ -172,8 +152,8 @@ fn dwarfdump_fdes(bin: &Path) -> Vec<(u64, u64, u64)> {
 #[test]
 fn fde_ranges_match_llvm_dwarfdump() {
     // C++ with exceptions: FDEs of several CIEs (with and without a personality), interleaved.
-    for (name, flags) in EH_FIXTURES {
-        let bin = build(name, &["perf2bolt/eh.cpp"], flags);
+    for fixture @ (name, _) in tk::EH_FIXTURES {
+        let bin = tk::build_eh(fixture);
         let theirs = dwarfdump_fdes(&bin);
         let cies: std::collections::BTreeSet<u64> = theirs.iter().map(|f| f.0).collect();
         assert!(cies.len() >= 2, "{name}: FDEs of only {cies:?}");

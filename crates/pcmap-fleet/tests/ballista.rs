@@ -87,17 +87,7 @@ fn free_ports(n: usize) -> Vec<u16> {
 }
 
 fn shards(dir: &Path) -> PathBuf {
-    let bin = tk::build(
-        "perf2bolt-eh",
-        &["perf2bolt/eh.cpp"],
-        &[
-            "-O2",
-            "-fno-pie",
-            "-no-pie",
-            "-Wl,--emit-relocs",
-            "-pthread",
-        ],
-    );
+    let bin = tk::build_eh(tk::EH_FIXTURES[0]);
     let funcs = support::disassemble(&bin);
     let shard_dir = dir.join("shards");
     std::fs::create_dir_all(&shard_dir).unwrap();

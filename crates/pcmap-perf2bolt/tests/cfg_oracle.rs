@@ -204,23 +204,8 @@ fn cfg_matches_bolt_on_pie_fixture() {
 
 #[test]
 fn cfg_matches_bolt_on_cpp_exceptions_fixture() {
-    for (name, flags) in [
-        (
-            "perf2bolt-eh",
-            &[
-                "-O2",
-                "-fno-pie",
-                "-no-pie",
-                "-Wl,--emit-relocs",
-                "-pthread",
-            ][..],
-        ),
-        (
-            "perf2bolt-eh-pie",
-            &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"][..],
-        ),
-    ] {
-        let with_pads = compare(&tk::build(name, &["perf2bolt/eh.cpp"], flags));
+    for fixture @ (name, _) in tk::EH_FIXTURES {
+        let with_pads = compare(&tk::build_eh(fixture));
         assert!(
             with_pads >= 4,
             "{name}: {with_pads} functions with landing pads"

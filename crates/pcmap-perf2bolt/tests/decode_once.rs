@@ -119,11 +119,7 @@ fn light_scan_equals_the_full_decode() {
             &["perf2bolt/p1.c"],
             &["-O2", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
         ),
-        tk::build(
-            "perf2bolt-eh-pie",
-            &["perf2bolt/eh.cpp"],
-            &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"],
-        ),
+        tk::build_eh(tk::EH_FIXTURES[1]),
     ];
     let (mut with_tables, mut with_references, mut tableless) = (0, 0, 0);
     for bin in &binaries {

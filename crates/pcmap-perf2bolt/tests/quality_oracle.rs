@@ -49,15 +49,9 @@ fn control_flow_profiles_quality_matches_llvm_bolt() {
         ("perf2bolt-p4", &["perf2bolt/p4.s"], FLAGS),
         ("quality-many", &[many.to_str().unwrap()], FLAGS),
         (
-            "perf2bolt-eh",
+            tk::EH_FIXTURES[0].0,
             &["perf2bolt/eh.cpp"],
-            &[
-                "-O2",
-                "-fno-pie",
-                "-no-pie",
-                "-Wl,--emit-relocs",
-                "-pthread",
-            ],
+            tk::EH_FIXTURES[0].1,
         ),
     ];
     let mut compared = 0;

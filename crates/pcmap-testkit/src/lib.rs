@@ -259,6 +259,31 @@ pub fn build_zstd(name: &str, flags: &[&str]) -> PathBuf {
     build(name, &srcs, &all_flags)
 }
 
+/// The C++ exception fixture `perf2bolt/eh.cpp` (landing pads, FDEs of several CIEs) as the
+/// oracle tests build it, by cache name and flags: non-PIE (absolute FDE pointers) and PIE
+/// (pc-relative). Build one with [`build_eh`].
+pub const EH_FIXTURES: [(&str, &[&str]); 2] = [
+    (
+        "perf2bolt-eh",
+        &[
+            "-O2",
+            "-fno-pie",
+            "-no-pie",
+            "-Wl,--emit-relocs",
+            "-pthread",
+        ],
+    ),
+    (
+        "perf2bolt-eh-pie",
+        &["-O2", "-fpie", "-pie", "-Wl,--emit-relocs", "-pthread"],
+    ),
+];
+
+/// One of [`EH_FIXTURES`], built (cached like [`build`]).
+pub fn build_eh((name, flags): (&str, &[&str])) -> PathBuf {
+    build(name, &["perf2bolt/eh.cpp"], flags)
+}
+
 /// [`build_with`] using `clang-22` (C) or `clang++-22` (when any source ends in `.cc`/`.cpp`).
 pub fn build(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let cxx = sources
