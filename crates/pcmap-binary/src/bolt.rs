@@ -247,6 +247,8 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 f.max_size = f.size;
             }
         }
+        // Kept for the whole run, without the room its growth left.
+        functions.shrink_to_fit();
         let starts: Vec<u64> = functions.iter().map(|f| f.address).collect();
         let pages = pcmap_bytes::StartIndex::new(&starts, |&s| s);
         let ends = functions
@@ -363,12 +365,17 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                     }
                 });
                 if read.is_ok() {
+                    // Jump tables repeat their targets: merged before the next section's
+                    // are read.
+                    targets.sort_unstable();
+                    targets.dedup();
                     out.append(&mut targets);
                 }
                 binary.release_relocations_for(sec.index);
             }
             out.sort_unstable();
             out.dedup();
+            out.shrink_to_fit();
             out
         })
     }
@@ -420,6 +427,27 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         out
     }
 
+    /// The secondary entry point a reference to `addr` from outside its function makes, as
+    /// (function index, offset): an address inside a regular function, past its start and
+    /// within its size ([`Self::entry_points`]). Most references are calls to a function's
+    /// start, which make none.
+    #[inline]
+    pub fn entry_point_at(&self, addr: u64) -> Option<(usize, u64)> {
+        // Every direct call of the program passes here, nearly all to a function's start: the
+        // page index finds the function, and its start (already read) settles those without
+        // reading the function itself.
+        let i = self
+            .pages
+            .upper_bound(&self.starts, addr, |&s| s)
+            .checked_sub(1)?;
+        let offset = addr - self.starts[i];
+        if offset == 0 {
+            return None;
+        }
+        let f = &self.functions[i];
+        (f.kind == FunctionKind::Regular && offset < f.size).then_some((i, offset))
+    }
+
     /// The secondary entry points (sorted offsets, per function, indexed like
     /// [`Self::functions`]): those BOLT's `processInterproceduralReferences` makes of
     /// `references` (addresses referenced from outside the function they land in), and the
@@ -429,21 +457,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         let mut entries: Vec<(usize, u64)> = references
             .into_iter()
             .chain(self.label_entries.iter().copied())
-            .filter_map(|addr| {
-                // Every direct call of the program passes here, nearly all to a function's
-                // start: the page index finds the function, and its start (already read)
-                // settles those without reading the function itself.
-                let i = self
-                    .pages
-                    .upper_bound(&self.starts, addr, |&s| s)
-                    .checked_sub(1)?;
-                let offset = addr - self.starts[i];
-                if offset == 0 {
-                    return None;
-                }
-                let f = &self.functions[i];
-                (f.kind == FunctionKind::Regular && offset < f.size).then_some((i, offset))
-            })
+            .filter_map(|addr| self.entry_point_at(addr))
             .collect();
         entries.sort_unstable();
         entries.dedup();
@@ -648,10 +662,54 @@ pub fn reference_out_of(func: &BoltFunction<'_>, ins: &Instruction) -> Option<u6
     instruction_reference(ins).filter(|&a| !contains(func, a))
 }
 
+/// How many bytes of code a pass over every function ([`code_stretches`]) reads before it
+/// releases them.
+pub const CODE_STRETCH: u64 = 8 << 20;
+
+/// `functions` (in address order) cut into runs of consecutive ones whose code spans about
+/// `window` bytes, each within one code section: the stretches a pass over the whole binary's
+/// code reads, one after the other, handing each back ([`release_stretch`]) before the next.
+/// The file pages resident then follow the pass, not the whole text (84 MB on a
+/// 200,000-function binary).
+pub fn code_stretches<'s>(
+    binary: &'s Binary<'_>,
+    functions: &'s [BoltFunction<'_>],
+    window: u64,
+) -> impl Iterator<Item = std::ops::Range<usize>> + 's {
+    let mut first = 0;
+    std::iter::from_fn(move || {
+        let start = functions.get(first)?.address;
+        let mut limit = start.saturating_add(window);
+        if let Some(s) = binary.code_section_at(start) {
+            limit = limit.min(s.address.saturating_add(s.size));
+        }
+        let mut end = first + 1;
+        while end < functions.len() && functions[end].address < limit {
+            end += 1;
+        }
+        let stretch = first..end;
+        first = end;
+        Some(stretch)
+    })
+}
+
+/// [`Binary::release`] the code of a stretch of functions ([`code_stretches`]): from the first
+/// one's start to the last one's end, its padding included.
+pub fn release_stretch(binary: &Binary<'_>, functions: &[BoltFunction<'_>]) {
+    let (Some(first), Some(last)) = (functions.first(), functions.last()) else {
+        return;
+    };
+    let end = last.address.saturating_add(last.size.max(last.max_size));
+    if let Some(bytes) = binary.code_bytes(first.address, end.saturating_sub(first.address)) {
+        binary.release(bytes);
+    }
+}
+
 /// Sizes: zero-size functions extend to the next function; max size reaches the next function
 /// or the end of the containing section, or stops at the size after bad padding.
 ///
-/// In parallel: the padding checks are the first reads of the code's pages.
+/// In parallel, stretch by stretch ([`code_stretches`]): the padding checks are the first reads
+/// of the code's pages, and read a little of every one. What needs code later reads it again.
 fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunction<'_>]) {
     use rayon::prelude::*;
     let next_starts: Vec<u64> = functions
@@ -660,32 +718,37 @@ fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunctio
         .map(|f| f.address)
         .chain([u64::MAX])
         .collect();
-    functions
-        .par_iter_mut()
-        .zip(next_starts)
-        .for_each(|(f, next)| {
-            let addr = f.address;
-            let section_end = binary
-                .code_section_at(addr)
-                .map(|s| s.address.saturating_add(s.size))
-                .unwrap_or(addr.saturating_add(f.size));
-            let max = next.min(section_end).saturating_sub(addr);
-            if f.size == 0 {
-                f.size = max;
-            }
-            f.size = f.size.min(section_end - addr);
-            f.max_size = max.max(f.size);
-            if f.kind == FunctionKind::Regular
-                && f.max_size > f.size
-                && !is_valid_padding(binary, bitness, f.address + f.size, f.address + f.max_size)
-            {
-                f.max_size = f.size;
-            }
-        });
-    // The padding checks read a little of every page of code; what needs code later reads it
-    // again.
-    for s in binary.sections().iter().filter(|s| s.is_executable()) {
-        binary.release(s.raw);
+    let stretches: Vec<_> = code_stretches(binary, functions, CODE_STRETCH).collect();
+    for stretch in stretches {
+        let funcs = &mut functions[stretch.clone()];
+        funcs
+            .par_iter_mut()
+            .zip(&next_starts[stretch])
+            .for_each(|(f, &next)| {
+                let addr = f.address;
+                let section_end = binary
+                    .code_section_at(addr)
+                    .map(|s| s.address.saturating_add(s.size))
+                    .unwrap_or(addr.saturating_add(f.size));
+                let max = next.min(section_end).saturating_sub(addr);
+                if f.size == 0 {
+                    f.size = max;
+                }
+                f.size = f.size.min(section_end - addr);
+                f.max_size = max.max(f.size);
+                if f.kind == FunctionKind::Regular
+                    && f.max_size > f.size
+                    && !is_valid_padding(
+                        binary,
+                        bitness,
+                        f.address + f.size,
+                        f.address + f.max_size,
+                    )
+                {
+                    f.max_size = f.size;
+                }
+            });
+        release_stretch(binary, funcs);
     }
 }
 

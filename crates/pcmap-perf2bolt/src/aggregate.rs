@@ -329,6 +329,38 @@ pub struct Aggregator<'a, 'data> {
     bat: Option<&'a BatTable>,
 }
 
+/// What [`Aggregator::prepare`] keeps of every function's [`cfg::FunctionScan`], flattened:
+/// one list per kind rather than one scan per function (200,000 functions held 20 MB of
+/// mostly empty scans).
+#[derive(Debug, Default)]
+struct Scans {
+    /// Every scan's references (the ones that make secondary entry points), in no order.
+    references: Vec<u64>,
+    /// Every scan's jump-table starts, in no order, with duplicates.
+    table_starts: Vec<u64>,
+    /// The functions (indices) with an indirect jump through no jump table.
+    tableless_indirect_jumps: Vec<usize>,
+}
+
+impl Scans {
+    fn add(mut self, (index, scan): (usize, cfg::FunctionScan)) -> Self {
+        self.references.extend(scan.references);
+        self.table_starts.extend(scan.table_starts);
+        if scan.tableless_indirect_jump {
+            self.tableless_indirect_jumps.push(index);
+        }
+        self
+    }
+
+    fn merge(mut self, mut later: Self) -> Self {
+        self.references.append(&mut later.references);
+        self.table_starts.append(&mut later.table_starts);
+        self.tableless_indirect_jumps
+            .append(&mut later.tableless_indirect_jumps);
+        self
+    }
+}
+
 /// Each function's rank in the byte order of `name` (functions of equal names in index order):
 /// the order records are written in.
 fn name_ranks<'f>(
@@ -349,10 +381,6 @@ fn name_ranks<'f>(
     }
     rank
 }
-
-/// Bytes of code [`Aggregator::prepare`] decodes between two calls of the binary's release
-/// callback ([`pcmap_binary::Binary::set_release`]).
-const RELEASE_WINDOW: u64 = 8 << 20;
 
 fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
     c.count = c.count.wrapping_add(count);
@@ -623,28 +651,28 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             // CFG build needs them and would wait for that one.
             let (_, scans) =
                 rayon::join(|| self.image.data_references(), || self.scan_all(touched));
-            let mut starts: Vec<u64> = scans
-                .iter()
-                .flat_map(|(_, s)| s.table_starts.iter().copied())
-                .collect();
-            starts.sort_unstable();
-            starts.dedup();
-            let _ = self.table_starts.set(starts);
+            let Scans {
+                references,
+                mut table_starts,
+                tableless_indirect_jumps,
+            } = scans;
+            table_starts.sort_unstable();
+            table_starts.dedup();
+            let _ = self.table_starts.set(table_starts);
             let mut indirect = vec![false; funcs.len()];
-            for (i, s) in &scans {
-                indirect[*i] = s.tableless_indirect_jump;
+            for i in tableless_indirect_jumps {
+                indirect[i] = true;
             }
             let _ = self.indirect_jumps.set(indirect);
-            self.image
-                .entry_points(scans.into_iter().flat_map(|(_, s)| s.references))
+            self.image.entry_points(references)
         });
     }
 
     /// [`Self::prepare`]'s decoding pass: every function's [`cfg::FunctionScan`], in stretches of
-    /// about [`RELEASE_WINDOW`] bytes of code, each released once decoded
+    /// about [`pcmap_binary::bolt::CODE_STRETCH`] bytes of code, each released once decoded
     /// ([`pcmap_binary::Binary::release`]): only the profiled code is read again, so a large
     /// binary's text need not stay resident.
-    fn scan_all(&self, touched: Option<&[bool]>) -> Vec<(usize, cfg::FunctionScan)> {
+    fn scan_all(&self, touched: Option<&[bool]>) -> Scans {
         let funcs = self.image.functions();
         let scan = |i: usize| {
             self.decodes.fetch_add(1, Ordering::Relaxed);
@@ -666,27 +694,19 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         };
         let regular = |i: &usize| funcs[*i].kind == FunctionKind::Regular;
         let binary = self.image.binary();
-        // Functions are in address order: a stretch of consecutive ones is a stretch of code,
-        // cut at the end of its section (the bytes released are one section's).
-        let mut out = Vec::with_capacity(funcs.len());
-        let mut first = 0;
-        while first < funcs.len() {
-            let start = funcs[first].address;
-            let mut limit = start.saturating_add(RELEASE_WINDOW);
-            if let Some(s) = binary.code_section_at(start) {
-                limit = limit.min(s.address.saturating_add(s.size));
-            }
-            let mut end = first + 1;
-            while end < funcs.len() && funcs[end].address < limit {
-                end += 1;
-            }
-            out.par_extend((first..end).into_par_iter().filter(regular).map(scan));
-            let last = &funcs[end - 1];
-            let len = last.address.saturating_add(last.size).saturating_sub(start);
-            if let Some(bytes) = binary.code_bytes(start, len) {
-                binary.release(bytes);
-            }
-            first = end;
+        let mut out = Scans::default();
+        for stretch in
+            pcmap_binary::bolt::code_stretches(binary, funcs, pcmap_binary::bolt::CODE_STRETCH)
+        {
+            let part = stretch
+                .clone()
+                .into_par_iter()
+                .filter(regular)
+                .map(scan)
+                .fold(Scans::default, Scans::add)
+                .reduce(Scans::default, Scans::merge);
+            out = out.merge(part);
+            pcmap_binary::bolt::release_stretch(binary, &funcs[stretch]);
         }
         out
     }

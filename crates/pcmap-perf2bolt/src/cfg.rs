@@ -476,7 +476,11 @@ fn with_scratch<R>(f: impl FnOnce(&mut Vec<Instruction>, &mut Vec<ConstantOffset
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FunctionScan {
     /// Addresses outside the function its instructions refer to, in instruction order
-    /// (`pcmap_binary::bolt::references_out_of`; empty when an instruction does not decode).
+    /// (`pcmap_binary::bolt::references_out_of`; empty when an instruction does not decode),
+    /// that make secondary entry points ([`BoltFunctions::entry_point_at`]): the only ones
+    /// [`BoltFunctions::entry_points`] keeps. Most references are calls to a function's start;
+    /// a 200,000-function binary had megabytes of them to hold until every function was
+    /// scanned.
     pub references: Vec<u64>,
     /// Starts of the jump tables it jumps through or loads the base of ([`Decoded::table_starts`]),
     /// sorted, without duplicates.
@@ -525,12 +529,22 @@ pub fn scan(image: &BoltFunctions<'_, '_>, func: &Function) -> FunctionScan {
             .extend(table_lea(image, relocation_mode, &ins));
         n += 1;
     }
+    out.references = entry_references(image, out.references);
     out.tableless_indirect_jump =
         tableless_indirect_jump(image, func, indirect, tables.iter().copied());
     out.table_starts.extend(tables.iter().map(|t| t.base));
     out.table_starts.sort_unstable();
     out.table_starts.dedup();
     out
+}
+
+/// The `references` ([`FunctionScan::references`]) that make secondary entry points, in their
+/// order.
+fn entry_references(image: &BoltFunctions<'_, '_>, mut references: Vec<u64>) -> Vec<u64> {
+    references.retain(|&a| image.entry_point_at(a).is_some());
+    // Usually empty now: its buffer is freed.
+    references.shrink_to_fit();
+    references
 }
 
 /// How many instructions before an indirect jump its jump-table sequence is looked for in.
@@ -702,7 +716,7 @@ impl Decoded {
         table_starts.sort_unstable();
         table_starts.dedup();
         FunctionScan {
-            references,
+            references: entry_references(image, references),
             table_starts,
             tableless_indirect_jump: self.has_tableless_indirect_jump(image, func),
         }

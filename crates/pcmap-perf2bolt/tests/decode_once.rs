@@ -121,7 +121,7 @@ fn light_scan_equals_the_full_decode() {
         ),
         tk::build_eh(tk::EH_FIXTURES[1]),
     ];
-    let (mut with_tables, mut with_references, mut tableless) = (0, 0, 0);
+    let (mut with_tables, mut with_references, mut with_entries, mut tableless) = (0, 0, 0, 0);
     for bin in &binaries {
         let data = std::fs::read(bin).unwrap();
         let binary = pcmap_binary::Binary::parse(&data).unwrap();
@@ -132,22 +132,38 @@ fn light_scan_equals_the_full_decode() {
             }
             let light = pcmap_perf2bolt::cfg::scan(&image, f);
             let (decoded, references) = pcmap_perf2bolt::cfg::decode(&image, f);
+            // The scans keep the references that make secondary entry points, in order.
+            let entries: Vec<u64> = references
+                .iter()
+                .copied()
+                .filter(|&a| image.entry_point_at(a).is_some())
+                .collect();
+            with_references += usize::from(!references.is_empty());
+            with_entries += usize::from(!entries.is_empty());
             let full = decoded.scan(&image, f, references);
             assert_eq!(light, full, "{}: function {}", bin.display(), f.name());
+            assert_eq!(
+                light.references,
+                entries,
+                "{}: function {}",
+                bin.display(),
+                f.name()
+            );
             with_tables += usize::from(!light.table_starts.is_empty());
-            with_references += usize::from(!light.references.is_empty());
             tableless += usize::from(light.tableless_indirect_jump);
         }
     }
     assert!(
         with_tables >= 10 && with_references >= 100,
         "too few functions exercise the scan: {with_tables} with jump tables, \
-         {with_references} with references ({tableless} with a tableless indirect jump)"
+         {with_references} with references ({with_entries} making secondary entry points, \
+         {tableless} with a tableless indirect jump)"
     );
 }
 
 /// The passes over the whole binary hand back what they have read (`Binary::set_release`):
-/// discovery every code section, the data references the relocation sections they read, and
+/// discovery the code of every function (stretch by stretch), the data references the
+/// relocation sections they read, and
 /// the decoding pass stretches of code that together cover every function it decoded; the
 /// profile is the same as without the callback.
 #[test]
@@ -172,20 +188,22 @@ fn whole_binary_passes_release_what_they_read() {
     let offset = |b: &[u8]| b.as_ptr() as usize - base;
 
     let image = BoltFunctions::discover(&binary).unwrap();
-    let code: Vec<_> = binary
-        .sections()
-        .iter()
-        .filter(|s| s.is_executable() && !s.raw.is_empty())
-        .collect();
-    assert!(!code.is_empty());
-    for s in &code {
-        let at = offset(s.raw);
+    let mut read = 0;
+    for f in image.functions() {
+        // The padding checks read up to each function's max size.
+        let len = f.size.max(f.max_size);
+        let Some(bytes) = binary.code_bytes(f.address, len) else {
+            continue;
+        };
+        let at = offset(bytes);
         assert!(
-            covered(at, at + s.raw.len()),
-            "section {} not released by discovery",
-            s.name
+            covered(at, at + bytes.len()),
+            "{}: code not released by discovery",
+            f.name()
         );
+        read += 1;
     }
+    assert!(read > 0);
 
     released.lock().unwrap().clear();
     assert!(
