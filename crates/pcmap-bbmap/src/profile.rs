@@ -367,8 +367,8 @@ impl Sink for ProfileSink<'_> {
 /// Describe a parsed binary (opened from `path`) to `pcmap-profile`'s perf.data reader: build-id,
 /// file name, `PT_LOAD` segments, and whether it is a fixed-address executable.
 #[cfg(feature = "elf")]
-pub fn binary_desc<'a>(
-    bin: &pcmap_binary::Binary<'a>,
+pub fn binary_desc<'a, 'data: 'a>(
+    bin: &pcmap_binary::Binary<'data>,
     path: &'a [u8],
 ) -> pcmap_profile::events::BinaryDesc<'a> {
     /// `PF_X`.

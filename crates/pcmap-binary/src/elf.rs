@@ -1,6 +1,7 @@
 //! The ELF binary model: parsing the file header, sections, segments, notes and symbols.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym};
 use object::{Endianness, elf};
@@ -122,7 +123,12 @@ pub struct Binary<'data> {
     segments: Vec<Segment>,
     notes: Vec<Note<'data>>,
     note_errors: Vec<Error>,
-    functions: FunctionTable<'data>,
+    /// Built on first use ([`Binary::function_table`]) from `symbols` and `function_symbols`:
+    /// BOLT's passes never ask for it, and on a 200,000-function binary it is 40 MB.
+    functions: OnceLock<FunctionTable<'data>>,
+    /// What [`FunctionSymbol`] has that [`Symbol`] does not, for each function symbol, in
+    /// table order.
+    function_symbols: Vec<FunctionSymbolExtra<'data>>,
     /// Every entry of the symbol table the functions come from, by index.
     symbols: Vec<Symbol<'data>>,
     /// Names of `.dynsym` entries by index.
@@ -131,6 +137,17 @@ pub struct Binary<'data> {
     symbols_from_dynsym: bool,
     /// Told about bytes a pass has finished reading ([`Binary::set_release`]).
     release: Release<'data>,
+}
+
+/// A function symbol's fields a [`Symbol`] does not have ([`Binary::function_table`]).
+#[derive(Debug, Clone, Copy)]
+struct FunctionSymbolExtra<'data> {
+    /// Index in the symbol table.
+    symbol_index: usize,
+    /// `STB_WEAK` binding.
+    is_weak: bool,
+    /// The `STT_FILE` symbol before it, for a local one ([`FunctionSymbol::file`]).
+    file: Option<&'data str>,
 }
 
 /// The callback of [`Binary::set_release`], if any.
@@ -269,23 +286,48 @@ impl<'data> Binary<'data> {
     }
 
     /// The function table (symbols from `.symtab`, or `.dynsym` in a stripped file).
+    /// Built on first use.
     pub fn function_table(&self) -> &FunctionTable<'data> {
-        &self.functions
+        self.functions.get_or_init(|| {
+            let symbols = self
+                .function_symbols
+                .iter()
+                .filter_map(|extra| {
+                    let s = self.symbols.get(extra.symbol_index)?;
+                    Some(FunctionSymbol {
+                        symbol_index: extra.symbol_index,
+                        name: s.name,
+                        address: s.address,
+                        size: s.size,
+                        is_local: s.is_local,
+                        is_weak: extra.is_weak,
+                        is_ifunc: s.kind == SymbolKind::Ifunc,
+                        section_index: s.section_index,
+                        file: extra.file,
+                        // A function symbol BOLT does not name (address 0, non-alloc section)
+                        // keeps its stored name.
+                        bolt_name: s.bolt_name.clone().unwrap_or(Cow::Borrowed(s.name)),
+                        bolt_file_name: s.bolt_file_name.clone(),
+                    })
+                })
+                .collect();
+            FunctionTable::new(symbols)
+        })
     }
 
     /// Distinct functions sorted by address.
     pub fn functions(&self) -> &[Function] {
-        self.functions.functions()
+        self.function_table().functions()
     }
 
     /// The function containing `address`, in O(log n).
     pub fn function_at(&self, address: u64) -> Option<&Function> {
-        self.functions.function_at(address)
+        self.function_table().function_at(address)
     }
 
     /// The primary (first) symbol naming `function`.
     pub fn function_name(&self, function: &Function) -> &'data str {
-        self.functions.primary(function).name
+        self.function_table().primary(function).name
     }
 
     /// Every entry of the symbol table the functions come from (`.symtab`, or `.dynsym` when
@@ -477,7 +519,7 @@ impl<'data> Binary<'data> {
     }
 
     /// Decode arbitrary code bytes at `address` with this binary's instruction set.
-    pub fn decode(&self, bytes: &'data [u8], address: u64) -> Result<InstructionIter<'data>> {
+    pub fn decode<'b>(&self, bytes: &'b [u8], address: u64) -> Result<InstructionIter<'b>> {
         Ok(InstructionIter::new(self.bitness()?, bytes, address))
     }
 
@@ -836,23 +878,14 @@ where
             continue;
         }
         if (st_type == elf::STT_FUNC || st_type == elf::STT_GNU_IFUNC) && !is_undefined {
-            funcs.push(FunctionSymbol {
+            funcs.push(FunctionSymbolExtra {
                 symbol_index: i,
-                name,
-                address,
-                size: sym.st_size(endian).into(),
-                is_local: st_bind == elf::STB_LOCAL,
                 is_weak: st_bind == elf::STB_WEAK,
-                is_ifunc: st_type == elf::STT_GNU_IFUNC,
-                section_index,
                 file: if st_bind == elf::STB_LOCAL {
                     current_file
                 } else {
                     None
                 },
-                // The stored name until BOLT's naming (below) gives it another.
-                bolt_name: Cow::Borrowed(name),
-                bolt_file_name: None,
             });
         }
     }
@@ -861,18 +894,6 @@ where
         if let Some(s) = all_symbols.get_mut(index) {
             s.bolt_name = Some(primary);
             s.bolt_file_name = alt;
-        }
-    }
-    // A function symbol BOLT does not name (address 0, non-alloc section) keeps its stored name.
-    for f in &mut funcs {
-        if let Some(Symbol {
-            bolt_name: Some(primary),
-            bolt_file_name: alt,
-            ..
-        }) = all_symbols.get(f.symbol_index)
-        {
-            f.bolt_name = primary.clone();
-            f.bolt_file_name = alt.clone();
         }
     }
     // `.dynsym` names by index, for PLT entries (`.rela.plt` refers to `.dynsym`).
@@ -927,7 +948,8 @@ where
         segments,
         notes,
         note_errors,
-        functions: FunctionTable::new(funcs),
+        functions: OnceLock::new(),
+        function_symbols: funcs,
         symbols: all_symbols,
         dynamic_symbol_names,
         symbols_from_dynsym: from_dynsym,

@@ -253,10 +253,10 @@ pub fn branch_report(
     }
     let (mut functions, total) = functions_by_count(agg, counts, &exec);
     // The CFGs the profile belongs to: the binary's, or the input binary's for a BOLTed one.
-    let cfg_agg = if agg.is_bat() { input } else { Some(agg) };
-    let (view, quality, quality_note) = match cfg_agg {
-        None => (
-            None,
+    let (quality, quality_note) = match (agg.is_bat(), input) {
+        (false, _) => branch_cfgs(agg, agg, profile, &mut functions, cfg_functions),
+        (true, Some(input)) => branch_cfgs(agg, input, profile, &mut functions, cfg_functions),
+        (true, None) => (
             None,
             Some(
                 "the profile was collected on a BOLT-optimized binary: its blocks are those of \
@@ -265,36 +265,7 @@ pub fn branch_report(
                     .to_string(),
             ),
         ),
-        Some(cagg) => {
-            let view = if agg.is_bat() {
-                quality::read_bat_profile(cagg, agg.image(), profile)
-            } else {
-                quality::read_branch_profile(cagg, profile)
-            };
-            let q = quality::quality(cagg, &view);
-            let note = q.is_none().then(|| {
-                "no function has a profile llvm-bolt accepts (every record must fit the CFG)"
-                    .to_string()
-            });
-            (Some(view), q.map(figures), note)
-        }
     };
-    if let (Some(view), Some(cagg)) = (&view, cfg_agg) {
-        // Report functions are the binary's; their CFGs are found by name in the input binary.
-        let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
-        for (i, f) in cagg.image().functions().iter().enumerate() {
-            for n in &f.names {
-                by_name.entry(&**n).or_insert(i as u32);
-            }
-        }
-        attach_branch_cfgs(cagg, view, &mut functions, cfg_functions, |f, heat| {
-            if agg.is_bat() {
-                by_name.get(heat.name.as_str()).copied()
-            } else {
-                Some(f)
-            }
-        });
-    }
     Report {
         binary: binary.to_string(),
         profile: profile_name.to_string(),
@@ -307,6 +278,43 @@ pub fn branch_report(
         inline: None,
         stale: None,
     }
+}
+
+/// [`branch_report`]'s block heat and BOLT's figures, read on the CFGs of `cagg` (`agg`
+/// itself, or the input binary's aggregator for a BOLTed one): the quality figures, or a note
+/// saying why there are none. A function of its own, generic over both aggregators' lifetimes:
+/// they borrow different binaries.
+fn branch_cfgs(
+    agg: &Aggregator<'_, '_>,
+    cagg: &Aggregator<'_, '_>,
+    profile: &BranchProfile,
+    functions: &mut [(u32, FunctionHeat)],
+    cfg_functions: usize,
+) -> (Option<QualityFigures>, Option<String>) {
+    let view = if agg.is_bat() {
+        quality::read_bat_profile(cagg, agg.image(), profile)
+    } else {
+        quality::read_branch_profile(cagg, profile)
+    };
+    let q = quality::quality(cagg, &view);
+    let note = q.is_none().then(|| {
+        "no function has a profile llvm-bolt accepts (every record must fit the CFG)".to_string()
+    });
+    // Report functions are the binary's; their CFGs are found by name in the input binary.
+    let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
+    for (i, f) in cagg.image().functions().iter().enumerate() {
+        for n in &f.names {
+            by_name.entry(&**n).or_insert(i as u32);
+        }
+    }
+    attach_branch_cfgs(cagg, &view, functions, cfg_functions, |f, heat| {
+        if agg.is_bat() {
+            by_name.get(heat.name.as_str()).copied()
+        } else {
+            Some(f)
+        }
+    });
+    (q.map(figures), note)
 }
 
 fn figures(q: quality::Quality) -> QualityFigures {
