@@ -301,7 +301,7 @@ pub struct Aggregator<'a, 'data> {
     /// is a few hundred bytes; 100,000 functions made that 30 MB).
     cfgs: Vec<OnceLock<Box<Cfg>>>,
     /// Secondary entry points of every function (offsets), from every function's references.
-    entries: OnceLock<Vec<Vec<u64>>>,
+    entries: OnceLock<pcmap_binary::bolt::EntryPoints>,
     /// The start of every jump table of the binary, sorted: each table ends where the next
     /// one starts, whichever function it belongs to (BOLT's `populateJumpTables`). Set with
     /// `entries`.
@@ -310,9 +310,10 @@ pub struct Aggregator<'a, 'data> {
     /// [`BoltFunctions::functions`]): the only ones that can have unknown control flow. Set
     /// with `entries`.
     indirect_jumps: OnceLock<Vec<bool>>,
-    /// Decodes made for the references of functions the profile touches, until their CFG
-    /// takes them.
-    pending: Vec<Mutex<Option<Box<cfg::Decoded>>>>,
+    /// Decodes made for the references of functions the profile touches, by function index,
+    /// until their CFG takes them. A map: one slot per function was 3.6 MB on 200,000
+    /// functions, for the few a profile touches.
+    pending: Mutex<FxHashMap<usize, cfg::Decoded>>,
     /// How many function decodes this aggregator made.
     decodes: AtomicUsize,
     /// CFGs are hashed when built ([`Self::with_hashing`]).
@@ -398,7 +399,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             entries: OnceLock::new(),
             table_starts: OnceLock::new(),
             indirect_jumps: OnceLock::new(),
-            pending: (0..funcs.len()).map(|_| Mutex::new(None)).collect(),
+            pending: Mutex::default(),
             decodes: AtomicUsize::new(0),
             hashing: false,
             llvm_bolt_view: false,
@@ -687,8 +688,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             }
             let (d, references) = cfg::decode(self.image, &funcs[i]);
             let scan = d.scan(self.image, &funcs[i], references);
-            if let Ok(mut slot) = self.pending[i].lock() {
-                *slot = Some(Box::new(d));
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.insert(i, d);
             }
             (i, scan)
         };
@@ -734,11 +735,11 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             match f.kind {
                 FunctionKind::Regular => {
                     self.prepare(None);
-                    let entries = self.entries.get().map_or(&[][..], |e| &e[index]);
+                    let entries = self.entries.get().map_or(&[][..], |e| e.of(index));
                     let starts = self.table_starts.get().map(Vec::as_slice);
-                    let pending = self.pending[index].lock().ok().and_then(|mut p| p.take());
+                    let pending = self.pending.lock().ok().and_then(|mut p| p.remove(&index));
                     if let Some(d) = pending {
-                        return Box::new(cfg::build_from(self.image, f, entries, *d, starts));
+                        return Box::new(cfg::build_from(self.image, f, entries, d, starts));
                     }
                     self.decodes.fetch_add(1, Ordering::Relaxed);
                     if !self.hashing {
