@@ -124,7 +124,8 @@ pub struct Binary<'data> {
     notes: Vec<Note<'data>>,
     note_errors: Vec<Error>,
     /// Built on first use ([`Binary::function_table`]) from `symbols` and `function_symbols`:
-    /// BOLT's passes never ask for it, and on a 200,000-function binary it is 40 MB.
+    /// BOLT's function model walks `symbols` instead (perf2bolt asks for this table only for
+    /// BAT origins), and on a 200,000-function binary it is 40 MB.
     functions: OnceLock<FunctionTable<'data>>,
     /// What [`FunctionSymbol`] has that [`Symbol`] does not, for each function symbol, in
     /// table order.

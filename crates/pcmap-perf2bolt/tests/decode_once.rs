@@ -163,9 +163,8 @@ fn light_scan_equals_the_full_decode() {
 
 /// The passes over the whole binary hand back what they have read (`Binary::set_release`):
 /// discovery the code of every function (stretch by stretch), the data references the
-/// relocation sections they read, and
-/// the decoding pass stretches of code that together cover every function it decoded; the
-/// profile is the same as without the callback.
+/// relocation sections they read, and the decoding pass stretches of code that together cover
+/// every function it decoded; the profile is the same as without the callback.
 #[test]
 fn whole_binary_passes_release_what_they_read() {
     use std::sync::Mutex;

@@ -300,20 +300,27 @@ fn branch_cfgs(
     let note = q.is_none().then(|| {
         "no function has a profile llvm-bolt accepts (every record must fit the CFG)".to_string()
     });
-    // Report functions are the binary's; their CFGs are found by name in the input binary.
-    let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
-    for (i, f) in cagg.image().functions().iter().enumerate() {
-        for n in &f.names {
-            by_name.entry(&**n).or_insert(i as u32);
+    // For a BOLTed binary, report functions are the binary's; their CFGs are found by name in
+    // the input binary. Otherwise they are the same functions.
+    let by_name = agg.is_bat().then(|| {
+        let mut by_name: FxHashMap<&str, u32> = FxHashMap::default();
+        for (i, f) in cagg.image().functions().iter().enumerate() {
+            for n in &f.names {
+                by_name.entry(&**n).or_insert(i as u32);
+            }
         }
-    }
-    attach_branch_cfgs(cagg, &view, functions, cfg_functions, |f, heat| {
-        if agg.is_bat() {
-            by_name.get(heat.name.as_str()).copied()
-        } else {
-            Some(f)
-        }
+        by_name
     });
+    attach_branch_cfgs(
+        cagg,
+        &view,
+        functions,
+        cfg_functions,
+        |f, heat| match &by_name {
+            Some(by_name) => by_name.get(heat.name.as_str()).copied(),
+            None => Some(f),
+        },
+    );
     (q.map(figures), note)
 }
 
