@@ -33,6 +33,7 @@
 use std::borrow::Cow;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+use rayon::slice::ParallelSliceMut;
 
 use crate::symbols::SymbolKind;
 use crate::{Binary, Machine, Result};
@@ -332,52 +333,20 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         &refs[lo..hi]
     }
 
-    /// Every code address that data refers to, sorted, read on first use: the targets (`S + A`)
-    /// of the absolute relocations (`R_X86_64_64`, `32`, `32S`) that `--emit-relocs` keeps in
-    /// non-executable sections. In relocation mode these are BOLT's "externally referenced
-    /// offsets" of the function they fall in (jump-table entries, computed-goto tables).
-    /// PC-relative ones (position-independent jump tables) are left to jump-table analysis, as
-    /// BOLT does. Empty outside relocation mode.
+    /// Every code address that data refers to, sorted ([`DataReferences`]), read on first use
+    /// unless given ([`Self::take_data_references`]).
     pub fn data_references(&self) -> &[u64] {
-        self.data_refs.get_or_init(|| {
-            if !self.relocation_mode() {
-                return Vec::new();
-            }
-            let binary = self.binary;
-            let symbols = binary.symbols();
-            let mut out = Vec::new();
-            for sec in binary.sections() {
-                if !sec.is_alloc() || sec.is_executable() {
-                    continue;
-                }
-                // Collected per section: a malformed relocation section adds nothing.
-                let mut targets = Vec::new();
-                let read = binary.visit_relocations_for(sec.index, |r| {
-                    if r.kind != crate::RelocationKind::Absolute || r.symbol == 0 {
-                        return;
-                    }
-                    let Some(sym) = symbols.get(r.symbol as usize) else {
-                        return;
-                    };
-                    let target = sym.address.wrapping_add(r.addend.unwrap_or(0) as u64);
-                    if binary.code_section_at(target).is_some() {
-                        targets.push(target);
-                    }
-                });
-                if read.is_ok() {
-                    // Jump tables repeat their targets: merged before the next section's
-                    // are read.
-                    targets.sort_unstable();
-                    targets.dedup();
-                    out.append(&mut targets);
-                }
-                binary.release_relocations_for(sec.index);
-            }
-            out.sort_unstable();
-            out.dedup();
-            out.shrink_to_fit();
-            out
-        })
+        self.data_refs
+            .get_or_init(|| DataReferences::read(self.binary).0)
+    }
+
+    /// Take the binary's data references, read beforehand (for instance beside
+    /// [`Self::discover`], which runs on one thread). Ignored if they were already read, or
+    /// were read from another binary.
+    pub fn take_data_references(&self, refs: DataReferences<'_, '_>) {
+        if std::ptr::eq(refs.1.data(), self.binary.data()) {
+            let _ = self.data_refs.set(refs.0);
+        }
     }
 
     /// Whether BOLT processes the binary in relocation mode (its code relocations were kept,
@@ -462,6 +431,58 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         entries.sort_unstable();
         entries.dedup();
         EntryPoints::from_sorted(&entries)
+    }
+}
+
+/// Every code address that data refers to, sorted: the targets (`S + A`) of the absolute
+/// relocations (`R_X86_64_64`, `32`, `32S`) that `--emit-relocs` keeps in non-executable
+/// sections. In relocation mode these are BOLT's "externally referenced offsets" of the function
+/// they fall in (jump-table entries, computed-goto tables). PC-relative ones
+/// (position-independent jump tables) are left to jump-table analysis, as BOLT does. Empty
+/// outside relocation mode ([`BoltFunctions::relocation_mode`]).
+///
+/// Read from the binary alone, so that it can be read while the functions are discovered
+/// ([`BoltFunctions::take_data_references`]); it keeps the binary it was read from.
+pub struct DataReferences<'b, 'data>(Vec<u64>, &'b Binary<'data>);
+
+impl<'b, 'data> DataReferences<'b, 'data> {
+    /// Read `binary`'s data references.
+    pub fn read(binary: &'b Binary<'data>) -> Self {
+        if !binary.has_text_relocations() {
+            return DataReferences(Vec::new(), binary);
+        }
+        let symbols = binary.symbols();
+        let mut out = Vec::new();
+        for sec in binary.sections() {
+            if !sec.is_alloc() || sec.is_executable() {
+                continue;
+            }
+            // Collected per section: a malformed relocation section adds nothing.
+            let mut targets = Vec::new();
+            let read = binary.visit_relocations_for(sec.index, |r| {
+                if r.kind != crate::RelocationKind::Absolute || r.symbol == 0 {
+                    return;
+                }
+                let Some(sym) = symbols.get(r.symbol as usize) else {
+                    return;
+                };
+                let target = sym.address.wrapping_add(r.addend.unwrap_or(0) as u64);
+                if binary.code_section_at(target).is_some() {
+                    targets.push(target);
+                }
+            });
+            if read.is_ok() {
+                // Jump tables repeat their targets: merged before the next section's are read.
+                targets.par_sort_unstable();
+                targets.dedup();
+                out.append(&mut targets);
+            }
+            binary.release_relocations_for(sec.index);
+        }
+        out.par_sort_unstable();
+        out.dedup();
+        out.shrink_to_fit();
+        DataReferences(out, binary)
     }
 }
 

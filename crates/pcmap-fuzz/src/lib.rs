@@ -48,6 +48,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("profile_yaml", profile_yaml),
     ("propeller_cc_profile", propeller_cc_profile),
     ("propeller_pipeline", propeller_pipeline),
+    ("scan_index", scan_index),
     ("trace_binary", trace_binary),
     ("trace_text", trace_text),
 ];
@@ -269,6 +270,28 @@ pub fn profile_fdata(data: &[u8]) {
         let mut out = Vec::new();
         fdata::write(&mut out, &p).unwrap();
         assert_eq!(fdata::parse(&out).unwrap(), p);
+    }
+}
+
+/// A perf2bolt scan index (`--scan-cache`) from arbitrary bytes: never a panic; whatever
+/// decodes re-encodes to an index that decodes to the same one, and answers lookups. The bytes
+/// are also decoded with their last 8 replaced by the checksum of the rest, so that mutations
+/// reach the fields behind the checksum.
+pub fn scan_index(data: &[u8]) {
+    use pcmap_perf2bolt::scan_index::ScanIndex;
+    let mut fixed = data.to_vec();
+    if let Some(body) = data.len().checked_sub(8) {
+        let sum = xxhash_rust::xxh3::xxh3_64(&data[..body]);
+        fixed[body..].copy_from_slice(&sum.to_le_bytes());
+    }
+    for bytes in [data, &fixed] {
+        if let Ok(index) = ScanIndex::decode(bytes) {
+            let again = ScanIndex::decode(&index.encode()).expect("a re-encoded index decodes");
+            assert_eq!(again, index);
+            for i in [0usize, 1, 7, usize::MAX] {
+                let _ = index.has_tableless_indirect_jump(i);
+            }
+        }
     }
 }
 

@@ -26,6 +26,7 @@ use rustc_hash::FxHashMap;
 
 use crate::cfg::{self, Cfg, Flow};
 use crate::preagg::{BR_ONLY, FT_EXTERNAL_ORIGIN, FT_ONLY, PreAggregated, Trace, TraceCounts};
+use crate::scan_index::ScanIndex;
 use pcmap_binary::bolt::{BoltFunctions, FunctionKind};
 
 /// One end of a recorded branch: a function and an offset, or an unknown location.
@@ -302,14 +303,12 @@ pub struct Aggregator<'a, 'data> {
     cfgs: Vec<OnceLock<Box<Cfg>>>,
     /// Secondary entry points of every function (offsets), from every function's references.
     entries: OnceLock<pcmap_binary::bolt::EntryPoints>,
-    /// The start of every jump table of the binary, sorted: each table ends where the next
-    /// one starts, whichever function it belongs to (BOLT's `populateJumpTables`). Set with
-    /// `entries`.
-    table_starts: OnceLock<Vec<u64>>,
-    /// Which functions have an indirect jump through no jump table (indexed like
-    /// [`BoltFunctions::functions`]): the only ones that can have unknown control flow. Set
-    /// with `entries`.
-    indirect_jumps: OnceLock<Vec<bool>>,
+    /// What the decoding pass over every function found ([`Self::prepare`]), or was given
+    /// ([`Self::take_scan_index`]): the references that make `entries`, the start of every
+    /// jump table of the binary (each table ends where the next one starts, whichever function
+    /// it belongs to: BOLT's `populateJumpTables`), and the functions with an indirect jump
+    /// through no jump table (the only ones that can have unknown control flow).
+    scan: OnceLock<ScanIndex>,
     /// Decodes made for the references of functions the profile touches, by function index,
     /// until their CFG takes them. A map: one slot per function was 3.6 MB on 200,000
     /// functions, for the few a profile touches.
@@ -340,7 +339,7 @@ struct Scans {
     /// Every scan's jump-table starts, in no order, with duplicates.
     table_starts: Vec<u64>,
     /// The functions (indices) with an indirect jump through no jump table.
-    tableless_indirect_jumps: Vec<usize>,
+    tableless_indirect_jumps: Vec<u32>,
 }
 
 impl Scans {
@@ -348,7 +347,7 @@ impl Scans {
         self.references.extend(scan.references);
         self.table_starts.extend(scan.table_starts);
         if scan.tableless_indirect_jump {
-            self.tableless_indirect_jumps.push(index);
+            self.tableless_indirect_jumps.push(index as u32);
         }
         self
     }
@@ -397,8 +396,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             image,
             cfgs: (0..funcs.len()).map(|_| OnceLock::new()).collect(),
             entries: OnceLock::new(),
-            table_starts: OnceLock::new(),
-            indirect_jumps: OnceLock::new(),
+            scan: OnceLock::new(),
             pending: Mutex::default(),
             decodes: AtomicUsize::new(0),
             hashing: false,
@@ -446,14 +444,16 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }
         let funcs = self.image.functions();
         self.prepare(None);
-        let indirect = self.indirect_jumps.get().map_or(&[][..], Vec::as_slice);
-        (0..funcs.len())
-            .into_par_iter()
+        let indirect = self
+            .scan
+            .get()
+            .map_or(&[][..], |s| s.tableless_indirect_jumps.as_slice());
+        indirect
+            .par_iter()
+            .map(|&i| i as usize)
             .filter(|&i| {
                 // Only a function with an indirect jump through no table needs its CFG here.
-                if funcs[i].kind != FunctionKind::Regular
-                    || !indirect.get(i).copied().unwrap_or(false)
-                {
+                if funcs.get(i).is_none_or(|f| f.kind != FunctionKind::Regular) {
                     return false;
                 }
                 let cfg = self.cfg(i);
@@ -646,27 +646,58 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// (so that no CFG waits for it inside a parallel job).
     pub fn prepare(&self, touched: Option<&[bool]>) {
         self.entries.get_or_init(|| {
-            let funcs = self.image.functions();
-            // The binary's data references into code (its relocations, read once and
-            // serially) are read beside the decoding pass, not by the first CFG built: every
-            // CFG build needs them and would wait for that one.
-            let (_, scans) =
-                rayon::join(|| self.image.data_references(), || self.scan_all(touched));
-            let Scans {
-                references,
-                mut table_starts,
-                tableless_indirect_jumps,
-            } = scans;
-            table_starts.sort_unstable();
-            table_starts.dedup();
-            let _ = self.table_starts.set(table_starts);
-            let mut indirect = vec![false; funcs.len()];
-            for i in tableless_indirect_jumps {
-                indirect[i] = true;
-            }
-            let _ = self.indirect_jumps.set(indirect);
-            self.image.entry_points(references)
+            let scan = match self.scan.get() {
+                // Given: only the relocations and the profiled code remain to be read before
+                // any CFG is built.
+                Some(scan) => {
+                    rayon::join(
+                        || self.image.data_references(),
+                        || self.decode_touched(touched),
+                    );
+                    scan
+                }
+                None => {
+                    // The binary's data references into code (its relocations, read once and
+                    // serially) are read beside the decoding pass, not by the first CFG built:
+                    // every CFG build needs them and would wait for that one.
+                    let (_, scans) =
+                        rayon::join(|| self.image.data_references(), || self.scan_all(touched));
+                    let Scans {
+                        references,
+                        table_starts,
+                        tableless_indirect_jumps,
+                    } = scans;
+                    self.scan.get_or_init(|| {
+                        ScanIndex::new(
+                            0,
+                            self.image,
+                            references,
+                            table_starts,
+                            tableless_indirect_jumps,
+                        )
+                    })
+                }
+            };
+            self.image.entry_points(scan.references.iter().copied())
         });
+    }
+
+    /// Take the findings of the decoding pass over every function from `index` (made on this
+    /// binary by an earlier run, [`Self::scan_index`]) instead of making that pass. `false`, and
+    /// nothing taken, when the index was made on another model of the binary
+    /// ([`ScanIndex::fits`]) or this aggregator has already made the pass.
+    pub fn take_scan_index(&mut self, index: ScanIndex) -> bool {
+        if !index.fits(self.image) || self.scan.get().is_some() {
+            return false;
+        }
+        self.scan.set(index).is_ok()
+    }
+
+    /// The findings of the decoding pass over every function, once made or given (after any
+    /// aggregation): what a later run on the same binary can take ([`Self::take_scan_index`]).
+    /// Its `key` is 0 when the pass was made here.
+    pub fn scan_index(&self) -> Option<&ScanIndex> {
+        self.scan.get()
     }
 
     /// [`Self::prepare`]'s decoding pass: every function's [`cfg::FunctionScan`], in stretches of
@@ -712,6 +743,44 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         out
     }
 
+    /// [`Self::prepare`]'s pass when the findings of [`Self::scan_all`] were given: decode the
+    /// functions marked in `touched` for their CFGs, in the same stretches, releasing each. Read
+    /// one by one as their CFGs are built, the profiled functions scattered over a large binary
+    /// would map most of its text (the kernel maps the pages around each one read) and keep it.
+    /// A hashing aggregator decodes them when it builds their CFGs (see the type's doc).
+    fn decode_touched(&self, touched: Option<&[bool]>) {
+        let Some(touched) = touched.filter(|_| !self.hashing) else {
+            return;
+        };
+        let funcs = self.image.functions();
+        let binary = self.image.binary();
+        let wanted = |i: &usize| {
+            touched.get(*i).copied().unwrap_or(false)
+                && funcs[*i].kind == FunctionKind::Regular
+                && self.cfgs[*i].get().is_none()
+        };
+        for stretch in
+            pcmap_binary::bolt::code_stretches(binary, funcs, pcmap_binary::bolt::CODE_STRETCH)
+        {
+            let decoded: Vec<(usize, cfg::Decoded)> = stretch
+                .clone()
+                .into_par_iter()
+                .filter(wanted)
+                .map(|i| {
+                    self.decodes.fetch_add(1, Ordering::Relaxed);
+                    (i, cfg::decode(self.image, &funcs[i]).0)
+                })
+                .collect();
+            if decoded.is_empty() {
+                continue;
+            }
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.extend(decoded);
+            }
+            pcmap_binary::bolt::release_stretch(binary, &funcs[stretch]);
+        }
+    }
+
     /// How many times this aggregator decoded a function: once per function when the profile
     /// was known before any CFG was asked for, and once more per CFG when it hashes.
     pub fn decoded_functions(&self) -> usize {
@@ -736,7 +805,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 FunctionKind::Regular => {
                     self.prepare(None);
                     let entries = self.entries.get().map_or(&[][..], |e| e.of(index));
-                    let starts = self.table_starts.get().map(Vec::as_slice);
+                    let starts = self.scan.get().map(|s| s.table_starts.as_slice());
                     let pending = self.pending.lock().ok().and_then(|mut p| p.remove(&index));
                     if let Some(d) = pending {
                         return Box::new(cfg::build_from(self.image, f, entries, d, starts));

@@ -17,6 +17,7 @@
 //!   events that give them (for block-level consumers such as Propeller);
 //! * [`block_hash`]: BOLT's function hash and block hashes (`BlendedBlockHash`) from LLVM opcode names, AT&T
 //!   mnemonics, MCInst operands and LLVM register numbers ([`block_hash_table`], generated);
+//! * [`scan_index`]: what the decoding pass over every function found, kept between runs;
 //! * [`stale`]: llvm-bolt's matching of a stale profile's blocks to a new build.
 //!
 //! BOLT-optimized inputs (with `.note.bolt_bat`) are aggregated in perf2bolt's BAT mode
@@ -36,6 +37,7 @@ pub mod fdata;
 pub mod preagg;
 pub mod quality;
 pub mod reread;
+pub mod scan_index;
 pub mod stale;
 pub mod stringmap;
 mod trace_table;
@@ -53,7 +55,18 @@ pub enum Error {
     /// A pre-aggregated profile line is malformed.
     #[error("pre-aggregated profile line {}, column {}", .0.pos.line, .0.pos.column)]
     Preagg(#[from] pcmap_profile::preagg::Error),
+    /// A scan index ([`scan_index::ScanIndex`]) is malformed.
+    #[error("scan index, at byte offset {offset:#x}: expected {expected}")]
+    ScanIndex {
+        /// Where the field that is wrong starts.
+        offset: usize,
+        /// What was expected there.
+        expected: &'static str,
+    },
 }
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The lists one after another, in one list of the exact size, copied in parallel: copying the
 /// million traces of a pre-aggregated profile (or the records of its aggregation) on one thread

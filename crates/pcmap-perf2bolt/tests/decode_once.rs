@@ -244,3 +244,101 @@ fn whole_binary_passes_release_what_they_read() {
     let want = Aggregator::new(&plain_image).aggregate_traces(&parsed, &|_| {});
     assert_eq!(profile.records, want.records);
 }
+
+/// A scan index kept from one run ([`Aggregator::scan_index`], through its file form) gives a
+/// later run on the same binary the same fdata, YAML and statistics without the decoding pass:
+/// that run decodes only the functions it builds CFGs of. An index made on another binary's
+/// model is refused.
+#[test]
+fn a_kept_scan_index_replaces_the_decoding_pass() {
+    use pcmap_perf2bolt::fdata;
+    use pcmap_perf2bolt::scan_index::ScanIndex;
+    let (data, text) = p1_with_profile();
+    let binary = pcmap_binary::Binary::parse(&data).unwrap();
+    let image = BoltFunctions::discover(&binary).unwrap();
+    let parsed = preagg::parse(text.as_bytes(), &|_| {}).unwrap();
+    let events = ["cycles".to_string()];
+    let run = |index: Option<ScanIndex>, hashing: bool| {
+        let mut agg = Aggregator::new(&image);
+        if hashing {
+            agg = agg.with_hashing();
+        }
+        if let Some(index) = index {
+            assert!(
+                agg.take_scan_index(index),
+                "an index of this binary is taken"
+            );
+        }
+        let profile = agg.aggregate_traces(&parsed, &|_| {});
+        let profiled = profile.profiled_functions(image.functions().len());
+        let stats = agg.function_stats(&profiled);
+        let mut fdata_out = Vec::new();
+        fdata::write_branches(&mut fdata_out, &image, &profile, false).unwrap();
+        let mut yaml_out = Vec::new();
+        yaml::write_branch_profile(
+            &mut yaml_out,
+            &agg,
+            &profile,
+            "p1",
+            &events,
+            Default::default(),
+        )
+        .unwrap();
+        let index = agg
+            .scan_index()
+            .expect("aggregation makes the scan")
+            .clone();
+        (
+            fdata_out,
+            yaml_out,
+            stats,
+            agg.decoded_functions(),
+            agg.built_cfgs(),
+            index,
+        )
+    };
+    let regular = image
+        .functions()
+        .iter()
+        .filter(|f| f.kind == FunctionKind::Regular)
+        .count();
+    for hashing in [false, true] {
+        let (fdata_a, yaml_a, stats_a, decodes_a, cfgs_a, index) = run(None, hashing);
+        assert!(
+            !index.table_starts.is_empty() && !index.tableless_indirect_jumps.is_empty(),
+            "the fixture has jump tables and table-less indirect jumps: {index:?}"
+        );
+        let kept = ScanIndex::decode(&index.encode()).unwrap();
+        assert_eq!(kept, index);
+        let (fdata_b, yaml_b, stats_b, decodes_b, cfgs_b, index_b) = run(Some(kept), hashing);
+        assert_eq!(index_b, index);
+        assert_eq!(fdata_b, fdata_a, "hashing {hashing}: fdata differs");
+        assert_eq!(yaml_b, yaml_a, "hashing {hashing}: YAML differs");
+        assert_eq!(stats_b, stats_a, "hashing {hashing}");
+        assert_eq!(cfgs_b, cfgs_a, "hashing {hashing}");
+        // With the pass every function is decoded, and a hashing aggregator decodes its CFGs'
+        // functions again; without it, only the CFGs' functions are decoded, once.
+        let pass = if hashing { regular + cfgs_a } else { regular };
+        assert_eq!(decodes_a, pass, "hashing {hashing}: {cfgs_a} CFGs built");
+        assert_eq!(decodes_b, cfgs_b, "hashing {hashing}: {cfgs_b} CFGs built");
+    }
+    // The same binary parsed again fits; another build of the program does not.
+    let (.., index) = run(None, false);
+    let again = pcmap_binary::Binary::parse(&data).unwrap();
+    let again_image = BoltFunctions::discover(&again).unwrap();
+    let mut agg = Aggregator::new(&again_image);
+    assert!(agg.take_scan_index(index.clone()), "the same model fits");
+    let o0 = tk::build(
+        "perf2bolt-p1-o0",
+        &["perf2bolt/p1.c"],
+        &["-O0", "-fno-pie", "-no-pie", "-Wl,--emit-relocs"],
+    );
+    let o0 = std::fs::read(&o0).unwrap();
+    let o0 = pcmap_binary::Binary::parse(&o0).unwrap();
+    let o0_image = BoltFunctions::discover(&o0).unwrap();
+    let mut agg = Aggregator::new(&o0_image);
+    assert!(
+        !agg.take_scan_index(index),
+        "an index of another build is refused"
+    );
+}

@@ -9,6 +9,7 @@ mod input_paths;
 mod inputs;
 mod output;
 mod progress;
+mod scan_cache;
 
 use clap::{CommandFactory, FromArgMatches, Subcommand};
 

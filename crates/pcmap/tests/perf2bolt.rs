@@ -1154,3 +1154,115 @@ fn parquet_output_runs_pcmap_fleet() {
         out.status
     );
 }
+
+/// `--scan-cache DIR` on zstd (jump tables, table-less indirect jumps): the first run writes the
+/// findings of the decoding pass, later runs read them; fdata, YAML and statistics stay
+/// perf2bolt 22's in every run. A damaged file is reported with its offset and replaced, and a
+/// cache that cannot be written costs a warning, not the run.
+#[test]
+fn scan_cache_keeps_perf2bolts_output() {
+    let bin = tk::build_zstd(
+        "perf2bolt-zstd-no-pie",
+        &["-O2", "-Wl,--emit-relocs", "-fno-pie", "-no-pie"],
+    );
+    let dir = tk::scratch_dir("cli-perf2bolt-scan-cache");
+    let prof = dir.join("zstd.pa");
+    std::fs::write(&prof, support::control_flow_profile(&bin, 30000, 5)).unwrap();
+    let p2b_yaml = dir.join("p2b.yaml");
+    let (expected, p2b_stdout) = support::perf2bolt(
+        &bin,
+        &prof,
+        &dir.join("p2b.fdata"),
+        &["-w", p2b_yaml.to_str().unwrap()],
+    );
+    let expected_yaml = std::fs::read_to_string(&p2b_yaml).unwrap();
+    let cache = dir.join("cache");
+    let run = |step: &str, cache: &Path| -> String {
+        let (fdata, yaml) = (
+            dir.join(format!("{step}.fdata")),
+            dir.join(format!("{step}.yaml")),
+        );
+        let out = pcmap(
+            &bin,
+            &prof,
+            &fdata,
+            &[
+                "-w",
+                yaml.to_str().unwrap(),
+                "--scan-cache",
+                cache.to_str().unwrap(),
+                "-v=1",
+            ],
+        );
+        tk::assert_success("pcmap perf2bolt --scan-cache", &out);
+        assert_eq!(
+            std::fs::read_to_string(&fdata).unwrap(),
+            expected,
+            "{step}: fdata"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&yaml).unwrap(),
+            expected_yaml,
+            "{step}: YAML"
+        );
+        assert_eq!(
+            support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
+            support::stat_lines(&p2b_stdout),
+            "{step}: statistics"
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let files = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
+
+    let first = run("first", &cache);
+    let [file] = &files()[..] else {
+        panic!("one index expected in {}: {:?}", cache.display(), files());
+    };
+    assert!(
+        first.contains("written") && !first.contains("warning"),
+        "{first}"
+    );
+    let written = std::fs::read(file).unwrap();
+    let second = run("second", &cache);
+    assert!(
+        second.contains(&format!("scan cache {}: read", file.display())),
+        "{second}"
+    );
+    assert_eq!(
+        std::fs::read(file).unwrap(),
+        written,
+        "a read index is left as it is"
+    );
+
+    // Damaged: cut short. Reported (file, offset, what was expected), decoded again, replaced.
+    std::fs::write(file, &written[..written.len() / 2]).unwrap();
+    let third = run("damaged", &cache);
+    assert!(
+        third.contains("pcmap: warning: scan cache")
+            && third.contains(&file.display().to_string())
+            && third.contains("byte offset")
+            && third.contains("written"),
+        "{third}"
+    );
+    assert_eq!(
+        std::fs::read(file).unwrap(),
+        written,
+        "the damaged index is replaced"
+    );
+
+    // A cache "directory" that is a file: nothing can be written there.
+    let not_a_dir = dir.join("not-a-dir");
+    std::fs::write(&not_a_dir, b"").unwrap();
+    let fourth = run("unwritable", &not_a_dir);
+    assert!(
+        fourth.contains("pcmap: warning: scan cache") && fourth.contains("not written"),
+        "{fourth}"
+    );
+}

@@ -168,6 +168,7 @@ pub fn run(args: Args) -> Result<()> {
                     filter_mem_profile: None,
                     bolt_info: None,
                     heatmap: None,
+                    scan_cache: None,
                     verbosity: 0,
                 })
             }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use pcmap_binary::bolt::BoltFunctions;
+use pcmap_binary::bolt::{BoltFunctions, DataReferences};
 use pcmap_binary::{Binary, MappedFile};
 use pcmap_perf2bolt::aggregate::Aggregator;
 use pcmap_perf2bolt::preagg::PreAggregated;
@@ -136,10 +136,18 @@ pub struct Args {
     /// FILE-section-hotness.csv and FILE-<size> at the zoom-out sizes too), before converting.
     #[arg(long = "heatmap", value_name = "FILE")]
     pub heatmap: Option<PathBuf>,
+    /// Keep what the decoding pass over every function finds in DIR (created if needed), keyed
+    /// by the binary's bytes and this pcmap build. BOLT's secondary entry points and jump-table
+    /// bounds come from references anywhere in the binary, so every function is decoded once;
+    /// later runs on the same binary take the findings from DIR and decode only the profiled
+    /// code. The profile written is the same either way.
+    #[arg(long = "scan-cache", value_name = "DIR")]
+    pub scan_cache: Option<PathBuf>,
     /// LLVM's verbosity level (`-v=1`). Accepted so scripts run unchanged; the lines it adds
     /// to perf2bolt's output describe BOLT's rewriting of the binary (RELRO marking, function
     /// fragments, functions skipped) and are not printed. The profile and the statistics do not
-    /// depend on it, in perf2bolt either.
+    /// depend on it, in perf2bolt either. At 1 or more, pcmap says on standard error which
+    /// `--scan-cache` file it read or wrote.
     #[arg(long = "v", value_name = "N", default_value_t = 0)]
     pub verbosity: u32,
     /// No effect: perf2bolt writes no binary.
@@ -299,20 +307,40 @@ pub fn run(args: Args) -> Result<()> {
     // the pages they are done with: a large binary's text and relocations need not stay
     // resident when only the profiled code is read again.
     let release = |bytes: &[u8]| bin_file.release_bytes(bytes);
-    let mut binary = Binary::parse(bin_file.bytes())
-        .with_context(|| format!("reading {}", args.binary.display()))?;
+    // The scan cache's key hashes the whole file: read beside the parse, which runs on one
+    // thread.
+    let (binary, cache_key) = rayon::join(
+        || Binary::parse(bin_file.bytes()),
+        || {
+            args.scan_cache
+                .as_ref()
+                .map(|_| crate::scan_cache::key(&args.binary))
+        },
+    );
+    let mut binary = binary.with_context(|| format!("reading {}", args.binary.display()))?;
+    let scan_cache = match (&args.scan_cache, cache_key) {
+        (Some(dir), Some(key)) => Some((dir.as_path(), key?)),
+        _ => None,
+    };
     binary.set_release(&release);
-    // The functions are discovered while the profiles are read: the two are independent, and
-    // discovery runs on one thread.
-    let (image, read) = rayon::join(
+    // The functions are discovered while the profiles and the data references into code (the
+    // relocations every CFG build needs) are read: they are independent, and discovery runs on
+    // one thread.
+    let (image, (read, data_refs)) = rayon::join(
         || BoltFunctions::discover(&binary),
         || {
-            let started = std::time::Instant::now();
-            let inputs = read_profiles(&args, &binary);
-            (inputs, started.elapsed())
+            rayon::join(
+                || {
+                    let started = std::time::Instant::now();
+                    let inputs = read_profiles(&args, &binary);
+                    (inputs, started.elapsed())
+                },
+                || DataReferences::read(&binary),
+            )
         },
     );
     let image = image.with_context(|| format!("reading {}", args.binary.display()))?;
+    image.take_data_references(data_refs);
     for f in image.functions() {
         if image.has_symbol_inside(f.address) {
             eprintln!(
@@ -446,9 +474,26 @@ pub fn run(args: Args) -> Result<()> {
         (true, false) => agg.with_hashing(),
         (false, _) => agg,
     };
-    let agg = match &bat {
+    let mut agg = match &bat {
         Some(table) => agg.with_bat(table),
         None => agg,
+    };
+    let cached =
+        scan_cache.and_then(|(dir, key)| crate::scan_cache::load(dir, key, args.verbosity > 0));
+    let cache_hit = match cached {
+        Some(index) => {
+            let taken = agg.take_scan_index(index);
+            if !taken && let Some((dir, _)) = scan_cache {
+                eprintln!(
+                    "pcmap: warning: scan cache {}: the index for {} was made on another model \
+                     of the binary; decoding every function again",
+                    dir.display(),
+                    args.binary.display()
+                );
+            }
+            taken
+        }
+        None => false,
     };
     // perf2bolt writes the binary path as given on its command line.
     let binary_name = args.binary.display().to_string();
@@ -513,6 +558,9 @@ pub fn run(args: Args) -> Result<()> {
         std::mem::forget(profile);
         written
     };
+    if let (Some((dir, key)), false, Some(index)) = (scan_cache, cache_hit, agg.scan_index()) {
+        crate::scan_cache::store(dir, key, index, args.verbosity > 0);
+    }
     // perf2bolt's fdata writer prints this line; its YAML writer prints nothing.
     if args.profile_format == ProfileFormat::Fdata {
         say(format!(

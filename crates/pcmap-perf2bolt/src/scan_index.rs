@@ -1,0 +1,345 @@
+//! What BOLT's decoding pass over every function of a binary finds, kept between runs.
+//!
+//! BOLT's model of a function depends on the whole binary: a reference from any function into
+//! the middle of another makes a secondary entry point there, and a jump table ends where any
+//! other table starts. So perf2bolt decodes every function, profiled or not, before it builds
+//! a CFG, and on a large binary with a small profile that pass is most of the work
+//! ([`crate::aggregate::Aggregator::prepare`]). Its findings are few and depend only on the
+//! binary's bytes: a [`ScanIndex`] keeps them, so that a later run on the same binary (another
+//! host's profile, another hour's) skips the pass.
+//!
+//! The file is little-endian:
+//!
+//! | field | bytes |
+//! |---|---|
+//! | magic `PCMAPSCN` | 8 |
+//! | format version (1) | 4 |
+//! | key: what the file was written for ([`ScanIndex::key`]) | 16 |
+//! | number of functions of the model it was made on | 8 |
+//! | fingerprint of those functions ([`ScanIndex::fits`]) | 8 |
+//! | references, table starts, functions with a table-less indirect jump: three lists, each a ULEB128 count and then its values, increasing, as ULEB128 differences from the previous one (the first from 0) | |
+//! | xxh3-64 of every byte before it | 8 |
+//!
+//! Decoding checks every field and holds at most one value per input byte.
+
+use pcmap_binary::bolt::BoltFunctions;
+use pcmap_bytes::Cursor;
+
+const MAGIC: &[u8; 8] = b"PCMAPSCN";
+const VERSION: u32 = 1;
+
+/// The findings of the decoding pass over every function of a binary ([module](self)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanIndex {
+    /// What this index was made for: the caller's key (a hash of the binary's bytes and of the
+    /// tool that read it); written to the file and checked when read back.
+    pub key: u128,
+    /// How many functions the model had ([`BoltFunctions::functions`]).
+    functions: u64,
+    /// [`fingerprint`] of those functions.
+    fingerprint: u64,
+    /// The addresses functions refer to that make secondary entry points
+    /// ([`BoltFunctions::entry_points`]), increasing.
+    pub references: Vec<u64>,
+    /// The start of every jump table of the binary, increasing.
+    pub table_starts: Vec<u64>,
+    /// The functions (indices) with an indirect jump through no jump table, increasing.
+    pub tableless_indirect_jumps: Vec<u32>,
+}
+
+/// A hash of what the decoding pass depends on besides the bytes: the functions of the model
+/// (start, size, extent, kind) and whether the binary is in relocation mode. An index made on
+/// another model does not fit it.
+fn fingerprint(image: &BoltFunctions<'_, '_>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&[u8::from(image.relocation_mode())]);
+    for f in image.functions() {
+        h.update(&f.address.to_le_bytes());
+        h.update(&f.size.to_le_bytes());
+        h.update(&f.max_size.to_le_bytes());
+        h.update(&[f.kind as u8]);
+    }
+    h.digest()
+}
+
+impl ScanIndex {
+    /// An index of `image`'s findings (each list sorted and without duplicates here).
+    pub fn new(
+        key: u128,
+        image: &BoltFunctions<'_, '_>,
+        mut references: Vec<u64>,
+        mut table_starts: Vec<u64>,
+        mut tableless_indirect_jumps: Vec<u32>,
+    ) -> Self {
+        for list in [&mut references, &mut table_starts] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        tableless_indirect_jumps.sort_unstable();
+        tableless_indirect_jumps.dedup();
+        ScanIndex {
+            key,
+            functions: image.functions().len() as u64,
+            fingerprint: fingerprint(image),
+            references,
+            table_starts,
+            tableless_indirect_jumps,
+        }
+    }
+
+    /// Whether this index was made on `image`'s model of the binary (the same functions, the
+    /// same relocation mode). The key says which bytes it was made from; this guards against
+    /// a model that depends on more than the bytes.
+    pub fn fits(&self, image: &BoltFunctions<'_, '_>) -> bool {
+        self.functions == image.functions().len() as u64 && self.fingerprint == fingerprint(image)
+    }
+
+    /// Whether function `index` has an indirect jump through no jump table.
+    pub fn has_tableless_indirect_jump(&self, index: usize) -> bool {
+        u32::try_from(index).is_ok_and(|i| self.tableless_indirect_jumps.binary_search(&i).is_ok())
+    }
+
+    /// The index as a file ([module](self)).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            60 + 2 * (self.references.len() + self.table_starts.len())
+                + self.tableless_indirect_jumps.len(),
+        );
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&self.key.to_le_bytes());
+        out.extend_from_slice(&self.functions.to_le_bytes());
+        out.extend_from_slice(&self.fingerprint.to_le_bytes());
+        write_list(&mut out, &self.references);
+        write_list(&mut out, &self.table_starts);
+        let jumps: Vec<u64> = self
+            .tableless_indirect_jumps
+            .iter()
+            .map(|&i| u64::from(i))
+            .collect();
+        write_list(&mut out, &jumps);
+        let sum = xxhash_rust::xxh3::xxh3_64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    /// Read an index written by [`Self::encode`]. Errors name the byte offset and what was
+    /// expected there.
+    pub fn decode(data: &[u8]) -> crate::Result<Self> {
+        let bad =
+            |offset: usize, expected: &'static str| crate::Error::ScanIndex { offset, expected };
+        let cursor_error = |e: pcmap_bytes::Error, expected| bad(e.offset, expected);
+        if data.len() < 8 || &data[..8] != MAGIC {
+            return Err(bad(0, "the magic `PCMAPSCN` of a pcmap scan index"));
+        }
+        let Some(body_len) = data.len().checked_sub(8).filter(|&n| n >= MAGIC.len()) else {
+            return Err(bad(data.len(), "a checksum after the magic"));
+        };
+        let (body, sum) = data.split_at(body_len);
+        if xxhash_rust::xxh3::xxh3_64(body).to_le_bytes() != sum {
+            return Err(bad(
+                body_len,
+                "the checksum of the bytes before it (the file is damaged)",
+            ));
+        }
+        let mut c = Cursor::new(body, 0);
+        c.skip(8).map_err(|e| cursor_error(e, "the magic"))?;
+        let version = c
+            .read_u32()
+            .map_err(|e| cursor_error(e, "a format version"))?;
+        if version != VERSION {
+            return Err(bad(8, "format version 1"));
+        }
+        let key = u128::from_le_bytes(c.array().map_err(|e| cursor_error(e, "a 16-byte key"))?);
+        let functions = c
+            .read_u64()
+            .map_err(|e| cursor_error(e, "a function count"))?;
+        let fingerprint = c.read_u64().map_err(|e| cursor_error(e, "a fingerprint"))?;
+        let references = read_list(
+            &mut c,
+            "a list of increasing references (count, then differences)",
+        )?;
+        let table_starts = read_list(
+            &mut c,
+            "a list of increasing jump-table starts (count, then differences)",
+        )?;
+        let jumps_at = c.offset();
+        let jumps = read_list(
+            &mut c,
+            "a list of increasing function indices (count, then differences)",
+        )?;
+        let tableless_indirect_jumps = jumps
+            .into_iter()
+            .map(|i| u32::try_from(i).ok().filter(|&i| u64::from(i) < functions))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or(bad(jumps_at, "function indices below the function count"))?;
+        if !c.is_empty() {
+            return Err(bad(c.offset(), "the checksum after the three lists"));
+        }
+        Ok(ScanIndex {
+            key,
+            functions,
+            fingerprint,
+            references,
+            table_starts,
+            tableless_indirect_jumps,
+        })
+    }
+}
+
+/// The key of an index made from the binary `bytes` by the tool `tool` (the caller's identity
+/// for the code that makes the index: an index made by another build is not taken): xxh3-128 of
+/// both, read in blocks so that the binary's pages need not be mapped.
+pub fn key_of(mut bytes: impl std::io::Read, tool: &[u8]) -> std::io::Result<u128> {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&(tool.len() as u64).to_le_bytes());
+    h.update(tool);
+    let mut block = vec![0u8; 1 << 20];
+    loop {
+        match bytes.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => h.update(&block[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(h.digest128())
+}
+
+/// A list [`write_list`] wrote; `what` names it in errors.
+fn read_list(c: &mut Cursor<'_>, what: &'static str) -> crate::Result<Vec<u64>> {
+    let bad = |offset: usize| crate::Error::ScanIndex {
+        offset,
+        expected: what,
+    };
+    let at = c.offset();
+    let n = c.read_uleb128().map_err(|e| bad(e.offset))?;
+    // Every value takes at least one byte: a count beyond the bytes left is damage, and the
+    // list is never larger than the input.
+    if n > c.remaining() as u64 {
+        return Err(bad(at));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    let mut value = 0u64;
+    for k in 0..n {
+        let at = c.offset();
+        let delta = c.read_uleb128().map_err(|e| bad(e.offset))?;
+        // Increasing: only the first value may be 0 away from the one before (from 0).
+        if k > 0 && delta == 0 {
+            return Err(bad(at));
+        }
+        value = value.checked_add(delta).ok_or(bad(at))?;
+        out.push(value);
+    }
+    Ok(out)
+}
+
+/// A list of increasing values: its length, then each value's difference from the one before.
+fn write_list(out: &mut Vec<u8>, list: &[u64]) {
+    pcmap_bytes::leb128::write_uleb128(out, list.len() as u64);
+    let mut previous = 0;
+    for &v in list {
+        pcmap_bytes::leb128::write_uleb128(out, v.wrapping_sub(previous));
+        previous = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn index(refs: Vec<u64>, starts: Vec<u64>, jumps: Vec<u32>, key: u128) -> ScanIndex {
+        let mut i = ScanIndex {
+            key,
+            functions: u64::from(jumps.iter().max().map_or(0, |m| m + 1)),
+            fingerprint: 0x1234_5678,
+            references: refs,
+            table_starts: starts,
+            tableless_indirect_jumps: jumps,
+        };
+        for l in [&mut i.references, &mut i.table_starts] {
+            l.sort_unstable();
+            l.dedup();
+        }
+        i.tableless_indirect_jumps.sort_unstable();
+        i.tableless_indirect_jumps.dedup();
+        i
+    }
+
+    proptest! {
+        /// Whatever is encoded decodes to the same index.
+        #[test]
+        fn encode_then_decode_is_identity(
+            refs in proptest::collection::vec(any::<u64>(), 0..60),
+            starts in proptest::collection::vec(any::<u64>(), 0..60),
+            jumps in proptest::collection::vec(any::<u32>(), 0..60),
+            key in any::<u128>(),
+        ) {
+            let i = index(refs, starts, jumps, key);
+            prop_assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
+        }
+
+        /// A file cut short or with one byte changed is refused, never misread.
+        #[test]
+        fn damage_is_refused(
+            refs in proptest::collection::vec(0u64..1 << 40, 1..30),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<prop::sample::Index>(),
+            bit in 0u8..8,
+        ) {
+            let bytes = index(refs, vec![7, 9], vec![1], 5).encode();
+            let short = &bytes[..cut.index(bytes.len())];
+            prop_assert!(ScanIndex::decode(short).is_err());
+            let mut flipped = bytes.clone();
+            flipped[flip.index(bytes.len())] ^= 1 << bit;
+            prop_assert!(ScanIndex::decode(&flipped).is_err());
+        }
+    }
+
+    #[test]
+    fn errors_name_the_offset_and_what_was_expected() {
+        let e = ScanIndex::decode(b"not an index").unwrap_err().to_string();
+        assert!(
+            e.contains("byte offset 0x0") && e.contains("PCMAPSCN"),
+            "{e}"
+        );
+        let mut bytes = index(vec![1, 2], vec![], vec![], 0).encode();
+        let n = bytes.len();
+        bytes[n - 1] ^= 1;
+        let e = ScanIndex::decode(&bytes).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{:#x}", n - 8)) && e.contains("checksum"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn key_depends_on_the_bytes_and_the_tool() {
+        let k = |bytes: &[u8], tool: &[u8]| key_of(bytes, tool).unwrap();
+        let big: Vec<u8> = (0..3 << 20).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(k(&big, b"t"), k(&big, b"t"));
+        let mut other = big.clone();
+        other[(2 << 20) + 5] ^= 1;
+        assert_ne!(k(&big, b"t"), k(&other, b"t"));
+        assert_ne!(k(&big, b"t"), k(&big, b"u"));
+        // The tool's length is hashed: bytes cannot move between the tool and the binary.
+        assert_ne!(k(b"bc", b"a"), k(b"c", b"ab"));
+    }
+
+    #[test]
+    fn an_empty_index_round_trips() {
+        let i = index(vec![], vec![], vec![], 0);
+        assert_eq!(i.encode().len(), 55);
+        assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
+    }
+
+    #[test]
+    fn tableless_lookup() {
+        let i = index(vec![], vec![], vec![3, 10, 4], 0);
+        assert!(i.has_tableless_indirect_jump(3));
+        assert!(i.has_tableless_indirect_jump(10));
+        assert!(!i.has_tableless_indirect_jump(5));
+        assert!(!i.has_tableless_indirect_jump(usize::MAX));
+    }
+}
