@@ -477,7 +477,6 @@ impl<'b, 'data> DataReferences<'b, 'data> {
                 targets.dedup();
                 out.append(&mut targets);
             }
-            binary.release_relocations_for(sec.index);
         }
         out.par_sort_unstable();
         out.dedup();

@@ -68,26 +68,31 @@ impl<'data> Binary<'data> {
 
     /// [`Self::relocations_for`] handed to `visit` one by one, with nothing collected (a
     /// binary linked with `--emit-relocs` can hold millions); `false` when no relocation
-    /// section applies to `target`.
+    /// section applies to `target`. The relocation sections' bytes are [`Self::release`]d as
+    /// they are read, about a megabyte at a time: a large binary's `.rela.rodata` (tens of
+    /// megabytes) need not stay resident.
     pub fn visit_relocations_for(
         &self,
         target: usize,
         visit: impl FnMut(Relocation),
     ) -> Result<bool> {
+        let release = |bytes: &[u8]| self.release(bytes);
         if self.is_64() {
-            relocations::<elf::FileHeader64<Endianness>>(self.data(), self.machine(), target, visit)
+            relocations::<elf::FileHeader64<Endianness>>(
+                self.data(),
+                self.machine(),
+                target,
+                visit,
+                release,
+            )
         } else {
-            relocations::<elf::FileHeader32<Endianness>>(self.data(), self.machine(), target, visit)
-        }
-    }
-
-    /// [`Self::release`] the relocation sections that apply to section `target` (once a pass
-    /// has read them with [`Self::visit_relocations_for`]).
-    pub fn release_relocations_for(&self, target: usize) {
-        for s in self.sections() {
-            if relocates(s.sh_type, s.info, target) {
-                self.release(s.raw);
-            }
+            relocations::<elf::FileHeader32<Endianness>>(
+                self.data(),
+                self.machine(),
+                target,
+                visit,
+                release,
+            )
         }
     }
 
@@ -178,11 +183,15 @@ fn relocates(sh_type: u32, info: u32, target: usize) -> bool {
         && info as usize == target
 }
 
+/// How many bytes of a `REL`/`RELA` section [`relocations`] reads before it releases them.
+const RELEASE_WINDOW: usize = 1 << 20;
+
 fn relocations<Elf: FileHeader<Endian = Endianness>>(
     data: &[u8],
     machine: Machine,
     target: usize,
     mut visit: impl FnMut(Relocation),
+    release: impl Fn(&[u8]),
 ) -> Result<bool> {
     let (header, endian, sections) = tables::<Elf>(data)?;
     let is_mips64el = header.is_mips64el(endian);
@@ -210,27 +219,33 @@ fn relocations<Elf: FileHeader<Endian = Endianness>>(
             offset,
         );
         if let Some((rels, _)) = sh.rel(endian, data).map_err(&err)? {
-            for r in rels {
-                visit(Relocation {
-                    offset: r.r_offset(endian).into(),
-                    symbol: r.r_sym(endian),
-                    r_type: r.r_type(endian).0,
-                    addend: None,
-                    symbol_section: symbol_section(r.r_sym(endian)),
-                    kind: kind(machine, r.r_type(endian).0),
-                });
+            for window in rels.chunks(RELEASE_WINDOW / std::mem::size_of::<Elf::Rel>()) {
+                for r in window {
+                    visit(Relocation {
+                        offset: r.r_offset(endian).into(),
+                        symbol: r.r_sym(endian),
+                        r_type: r.r_type(endian).0,
+                        addend: None,
+                        symbol_section: symbol_section(r.r_sym(endian)),
+                        kind: kind(machine, r.r_type(endian).0),
+                    });
+                }
+                release(object::pod::bytes_of_slice(window));
             }
         } else if let Some((relas, _)) = sh.rela(endian, data).map_err(&err)? {
-            for r in relas {
-                let c = Crel::from_rela(r, endian, is_mips64el);
-                visit(Relocation {
-                    offset: c.r_offset,
-                    symbol: c.r_sym,
-                    r_type: c.r_type.0,
-                    addend: Some(c.r_addend),
-                    symbol_section: symbol_section(c.r_sym),
-                    kind: kind(machine, c.r_type.0),
-                });
+            for window in relas.chunks(RELEASE_WINDOW / std::mem::size_of::<Elf::Rela>()) {
+                for r in window {
+                    let c = Crel::from_rela(r, endian, is_mips64el);
+                    visit(Relocation {
+                        offset: c.r_offset,
+                        symbol: c.r_sym,
+                        r_type: c.r_type.0,
+                        addend: Some(c.r_addend),
+                        symbol_section: symbol_section(c.r_sym),
+                        kind: kind(machine, c.r_type.0),
+                    });
+                }
+                release(object::pod::bytes_of_slice(window));
             }
         } else if let Some((crels, _)) = sh.crel(endian, data).map_err(&err)? {
             let is_rela = crels.is_rela();
