@@ -781,6 +781,55 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }
     }
 
+    /// For a hashing aggregator, build the CFGs of the functions marked in `touched` (after
+    /// [`Self::prepare`]) in stretches of the binary's code, releasing each: built one by one
+    /// as traces ask for them, the profiled functions scattered over a large binary mapped most
+    /// of its text (the kernel maps the pages around each one read) and kept it. An aggregator
+    /// that does not hash has their decodes from [`Self::prepare`] and reads no code again.
+    /// BAT fragments are left out: their traces never ask for a CFG. Only when the touched
+    /// functions hold less than half of the code: when most of it is profiled, its pages are
+    /// read anyway, and a CFG built just before its traces are aggregated is still in cache.
+    fn build_touched_cfgs(&self, touched: &[bool]) {
+        if !self.hashing {
+            return;
+        }
+        let funcs = self.image.functions();
+        let binary = self.image.binary();
+        let wanted = |i: &usize| {
+            touched.get(*i).copied().unwrap_or(false)
+                && funcs[*i].kind == FunctionKind::Regular
+                && self.cfgs[*i].get().is_none()
+                && !self
+                    .bat
+                    .is_some_and(|b| b.is_bat_function(funcs[*i].address))
+        };
+        let (mut wanted_bytes, mut all_bytes) = (0u64, 0u64);
+        for (i, f) in funcs.iter().enumerate() {
+            all_bytes = all_bytes.saturating_add(f.size);
+            if wanted(&i) {
+                wanted_bytes = wanted_bytes.saturating_add(f.size);
+            }
+        }
+        if wanted_bytes.saturating_mul(2) >= all_bytes {
+            return;
+        }
+        for stretch in
+            pcmap_binary::bolt::code_stretches(binary, funcs, pcmap_binary::bolt::CODE_STRETCH)
+        {
+            if !stretch.clone().any(|i| wanted(&i)) {
+                continue;
+            }
+            stretch
+                .clone()
+                .into_par_iter()
+                .filter(wanted)
+                .for_each(|i| {
+                    self.cfg(i);
+                });
+            pcmap_binary::bolt::release_stretch(binary, &funcs[stretch]);
+        }
+    }
+
     /// How many times this aggregator decoded a function: once per function when the profile
     /// was known before any CFG was asked for, and once more per CFG when it hashes.
     pub fn decoded_functions(&self) -> usize {
@@ -877,6 +926,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 .filter(|&a| a < crate::preagg::FT_EXTERNAL_RETURN && a != BR_ONLY)
         }));
         self.prepare(Some(&touched));
+        self.build_touched_cfgs(&touched);
         // About 32 chunks a thread: with 8, the last chunk kept one thread busy while the
         // other waited (tens of milliseconds on 1.2 million traces).
         let chunk = (traces.len() / (rayon::current_num_threads() * 32)).clamp(1024, 1 << 16);

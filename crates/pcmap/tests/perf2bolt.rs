@@ -1266,3 +1266,51 @@ fn scan_cache_keeps_perf2bolts_output() {
         "{fourth}"
     );
 }
+
+/// A profile that touches a small part of a real program (zstd): the YAML writer then builds
+/// the touched functions' CFGs stretch by stretch before aggregating (releasing the code it
+/// read), a path a profile of most of the code does not take. fdata, YAML (block hashes
+/// included) and statistics equal perf2bolt 22's.
+#[test]
+fn sparse_yaml_profiles_match_perf2bolt() {
+    let bin = tk::build_zstd(
+        "perf2bolt-zstd-no-pie",
+        &["-O2", "-Wl,--emit-relocs", "-fno-pie", "-no-pie"],
+    );
+    let dir = tk::scratch_dir("cli-perf2bolt-sparse-yaml");
+    let full = support::control_flow_profile(&bin, 30000, 11);
+    let profile: String = full.lines().take(25).map(|l| format!("{l}\n")).collect();
+    // The precondition: the records' functions hold well under half of the code.
+    let funcs = support::disassemble(&bin);
+    let extent = |f: &support::Func| match (f.insns.first(), f.insns.last()) {
+        (Some(a), Some(b)) => (a.addr, b.addr + 1),
+        _ => (0, 0),
+    };
+    let total: u64 = funcs.iter().map(|f| extent(f).1 - extent(f).0).sum();
+    let mut touched = std::collections::BTreeSet::new();
+    for l in profile.lines().skip(1) {
+        for a in l.split(' ').skip(1).take(3) {
+            let Ok(a) = u64::from_str_radix(a, 16) else {
+                continue;
+            };
+            if let Some(k) = funcs.iter().position(|f| {
+                let (lo, hi) = extent(f);
+                lo <= a && a < hi
+            }) {
+                touched.insert(k);
+            }
+        }
+    }
+    let touched_bytes: u64 = touched
+        .iter()
+        .map(|&k| extent(&funcs[k]).1 - extent(&funcs[k]).0)
+        .sum();
+    assert!(
+        touched_bytes * 4 < total,
+        "the profile touches {touched_bytes} of {total} bytes of code"
+    );
+    let prof = dir.join("sparse.pa");
+    std::fs::write(&prof, profile).unwrap();
+    let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, "sparse", &[]);
+    assert!(expected.lines().count() > 20, "{expected}");
+}
