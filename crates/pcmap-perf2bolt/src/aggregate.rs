@@ -744,75 +744,64 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 
     /// [`Self::prepare`]'s pass when the findings of [`Self::scan_all`] were given: decode the
-    /// functions marked in `touched` for their CFGs, in the same stretches, releasing each. Read
-    /// one by one as their CFGs are built, the profiled functions scattered over a large binary
-    /// would map most of its text (the kernel maps the pages around each one read) and keep it.
-    /// A hashing aggregator decodes them when it builds their CFGs (see the type's doc).
+    /// functions marked in `touched` for their CFGs ([`Self::each_touched`]). A hashing
+    /// aggregator decodes them when it builds their CFGs (see the type's doc).
     fn decode_touched(&self, touched: Option<&[bool]>) {
         let Some(touched) = touched.filter(|_| !self.hashing) else {
             return;
         };
         let funcs = self.image.functions();
-        let binary = self.image.binary();
-        let wanted = |i: &usize| {
-            touched.get(*i).copied().unwrap_or(false)
-                && funcs[*i].kind == FunctionKind::Regular
-                && self.cfgs[*i].get().is_none()
-        };
-        for stretch in
-            pcmap_binary::bolt::code_stretches(binary, funcs, pcmap_binary::bolt::CODE_STRETCH)
-        {
-            let decoded: Vec<(usize, cfg::Decoded)> = stretch
-                .clone()
-                .into_par_iter()
-                .filter(wanted)
-                .map(|i| {
-                    self.decodes.fetch_add(1, Ordering::Relaxed);
-                    (i, cfg::decode(self.image, &funcs[i]).0)
-                })
-                .collect();
-            if decoded.is_empty() {
-                continue;
-            }
+        self.each_touched(touched, |i| {
+            self.decodes.fetch_add(1, Ordering::Relaxed);
+            let d = cfg::decode(self.image, &funcs[i]).0;
             if let Ok(mut pending) = self.pending.lock() {
-                pending.extend(decoded);
+                pending.insert(i, d);
             }
-            pcmap_binary::bolt::release_stretch(binary, &funcs[stretch]);
-        }
+        });
     }
 
     /// For a hashing aggregator, build the CFGs of the functions marked in `touched` (after
-    /// [`Self::prepare`]) in stretches of the binary's code, releasing each: built one by one
-    /// as traces ask for them, the profiled functions scattered over a large binary mapped most
-    /// of its text (the kernel maps the pages around each one read) and kept it. An aggregator
-    /// that does not hash has their decodes from [`Self::prepare`] and reads no code again.
-    /// BAT fragments are left out: their traces never ask for a CFG. Only when the touched
-    /// functions hold less than half of the code: when most of it is profiled, its pages are
-    /// read anyway, and a CFG built just before its traces are aggregated is still in cache.
+    /// [`Self::prepare`], [`Self::each_touched`]); an aggregator that does not hash has their
+    /// decodes from [`Self::prepare`] and reads no code again. Only when the touched functions
+    /// hold less than half of the code: when most of it is profiled, its pages are read anyway,
+    /// and a CFG built just before its traces are aggregated is still in cache.
     fn build_touched_cfgs(&self, touched: &[bool]) {
         if !self.hashing {
             return;
         }
         let funcs = self.image.functions();
-        let binary = self.image.binary();
-        let wanted = |i: &usize| {
-            touched.get(*i).copied().unwrap_or(false)
-                && funcs[*i].kind == FunctionKind::Regular
-                && self.cfgs[*i].get().is_none()
-                && !self
-                    .bat
-                    .is_some_and(|b| b.is_bat_function(funcs[*i].address))
-        };
         let (mut wanted_bytes, mut all_bytes) = (0u64, 0u64);
         for (i, f) in funcs.iter().enumerate() {
             all_bytes = all_bytes.saturating_add(f.size);
-            if wanted(&i) {
+            if self.wants_cfg(touched, i) {
                 wanted_bytes = wanted_bytes.saturating_add(f.size);
             }
         }
-        if wanted_bytes.saturating_mul(2) >= all_bytes {
-            return;
+        if wanted_bytes.saturating_mul(2) < all_bytes {
+            self.each_touched(touched, |i| {
+                self.cfg(i);
+            });
         }
+    }
+
+    /// Whether function `i` is marked in `touched` and its CFG is still to be built (BAT
+    /// fragments never get one: their traces decode single instructions).
+    fn wants_cfg(&self, touched: &[bool], i: usize) -> bool {
+        let f = &self.image.functions()[i];
+        touched.get(i).copied().unwrap_or(false)
+            && f.kind == FunctionKind::Regular
+            && self.cfgs[i].get().is_none()
+            && !self.bat.is_some_and(|b| b.is_bat_function(f.address))
+    }
+
+    /// Run `each` on the functions [`Self::wants_cfg`] picks, in parallel, in the same stretches
+    /// of code as the passes over the whole binary, releasing each stretch once done. Read one
+    /// by one as traces ask for their CFGs, the profiled functions scattered over a large binary
+    /// mapped most of its text (the kernel maps the pages around each page read) and kept it.
+    fn each_touched(&self, touched: &[bool], each: impl Fn(usize) + Sync) {
+        let funcs = self.image.functions();
+        let binary = self.image.binary();
+        let wanted = |i: &usize| self.wants_cfg(touched, *i);
         for stretch in
             pcmap_binary::bolt::code_stretches(binary, funcs, pcmap_binary::bolt::CODE_STRETCH)
         {
@@ -823,9 +812,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 .clone()
                 .into_par_iter()
                 .filter(wanted)
-                .for_each(|i| {
-                    self.cfg(i);
-                });
+                .for_each(&each);
             pcmap_binary::bolt::release_stretch(binary, &funcs[stretch]);
         }
     }
