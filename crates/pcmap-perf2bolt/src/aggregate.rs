@@ -710,11 +710,10 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             self.decodes.fetch_add(1, Ordering::Relaxed);
             // A hashing aggregator decodes a touched function again for its CFG (see the
             // type's doc).
-            let keep = !self.hashing
-                && touched.is_some_and(|t| t.get(i).copied().unwrap_or(false))
-                && self.cfgs[i].get().is_none();
+            let keep = !self.hashing && touched.is_some_and(|t| self.wants_cfg(t, i));
             if !keep {
-                // Not profiled (or its CFG already built): nothing of it is kept.
+                // Not profiled, its CFG already built, or a BAT fragment: nothing of it is
+                // kept.
                 return (i, cfg::scan(self.image, &funcs[i]));
             }
             let (d, references) = cfg::decode(self.image, &funcs[i]);
