@@ -1056,6 +1056,18 @@ fn spe_and_itrace_are_refused_with_a_reason() {
     }
 }
 
+/// zstd built for BOLT (-O2, `--emit-relocs`), position-independent or not: one build of each,
+/// shared by the tests that use it.
+fn zstd(pie: bool) -> PathBuf {
+    let (tag, pic): (&str, &[&str]) = if pie {
+        ("pie", &["-fpie", "-pie"])
+    } else {
+        ("no-pie", &["-fno-pie", "-no-pie"])
+    };
+    let flags = [&["-O2", "-Wl,--emit-relocs"], pic].concat();
+    tk::build_zstd(&format!("perf2bolt-zstd-{tag}"), &flags)
+}
+
 /// zstd's C library (real C, from the zstd-sys crate) linked with `--emit-relocs`, as a
 /// position-independent executable and not: clang hoists the `lea` of some `switch` tables out
 /// of their loops, so the dispatch block holds only `movslq; add; jmp *%reg`. BOLT still finds
@@ -1070,13 +1082,7 @@ fn spe_and_itrace_are_refused_with_a_reason() {
 fn zstd_jump_tables_with_hoisted_bases_match_perf2bolt() {
     let line = "functions have instructions with unknown control flow";
     for (tag, pie) in [("no-pie", false), ("pie", true)] {
-        let pic: &[&str] = if pie {
-            &["-fpie", "-pie"]
-        } else {
-            &["-fno-pie", "-no-pie"]
-        };
-        let flags = [&["-O2", "-Wl,--emit-relocs"], pic].concat();
-        let bin = tk::build_zstd(&format!("perf2bolt-zstd-{tag}"), &flags);
+        let bin = zstd(pie);
         let dir = tk::scratch_dir(&format!("cli-perf2bolt-zstd-{tag}"));
         let prof = dir.join("zstd.pa");
         std::fs::write(&prof, support::control_flow_profile(&bin, 30000, 3)).unwrap();
@@ -1161,10 +1167,7 @@ fn parquet_output_runs_pcmap_fleet() {
 /// cache that cannot be written costs a warning, not the run.
 #[test]
 fn scan_cache_keeps_perf2bolts_output() {
-    let bin = tk::build_zstd(
-        "perf2bolt-zstd-no-pie",
-        &["-O2", "-Wl,--emit-relocs", "-fno-pie", "-no-pie"],
-    );
+    let bin = zstd(false);
     let dir = tk::scratch_dir("cli-perf2bolt-scan-cache");
     let prof = dir.join("zstd.pa");
     std::fs::write(&prof, support::control_flow_profile(&bin, 30000, 5)).unwrap();
@@ -1273,10 +1276,7 @@ fn scan_cache_keeps_perf2bolts_output() {
 /// included) and statistics equal perf2bolt 22's.
 #[test]
 fn sparse_yaml_profiles_match_perf2bolt() {
-    let bin = tk::build_zstd(
-        "perf2bolt-zstd-no-pie",
-        &["-O2", "-Wl,--emit-relocs", "-fno-pie", "-no-pie"],
-    );
+    let bin = zstd(false);
     let dir = tk::scratch_dir("cli-perf2bolt-sparse-yaml");
     let full = support::control_flow_profile(&bin, 30000, 11);
     let profile: String = full.lines().take(25).map(|l| format!("{l}\n")).collect();
