@@ -162,6 +162,30 @@ pub fn read_profiles(
             }
         }
     };
+    read_each(paths, jobs, read_one)
+}
+
+/// Read pre-aggregated profiles, `jobs` at a time, in the given order: [`read_profiles`] for
+/// inputs known to be pre-aggregated (perf2bolt's `--pa`), which need nothing from the binary
+/// and can be read while it is parsed.
+pub fn read_preaggregated_files(
+    paths: &[PathBuf],
+    jobs: usize,
+) -> Result<Vec<(preagg::PreAggregated, Option<PerfStats>)>> {
+    read_each(paths, jobs, |path| {
+        let file = pcmap_binary::MappedFile::open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok((read_preaggregated(file.bytes(), path)?, None))
+    })
+}
+
+/// `read_one` of each path, `jobs` at a time (0 = one per hardware thread), results in the
+/// paths' order; one path is read on the calling thread's pool.
+fn read_each<T: Send>(
+    paths: &[PathBuf],
+    jobs: usize,
+    read_one: impl Fn(&PathBuf) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
     if paths.len() == 1 {
         return Ok(vec![read_one(&paths[0])?]);
     }
@@ -171,6 +195,6 @@ pub fn read_profiles(
         .context("starting the --perfdata-jobs threads")?;
     pool.install(|| {
         use rayon::prelude::*;
-        paths.par_iter().map(read_one).collect()
+        paths.par_iter().map(&read_one).collect()
     })
 }

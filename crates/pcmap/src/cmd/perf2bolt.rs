@@ -307,14 +307,34 @@ pub fn run(args: Args) -> Result<()> {
     // the pages they are done with: a large binary's text and relocations need not stay
     // resident when only the profiled code is read again.
     let release = |bytes: &[u8]| bin_file.release_bytes(bytes);
-    // The scan cache's key hashes the whole file: read beside the parse, which runs on one
-    // thread.
-    let (binary, cache_key) = rayon::join(
+    // The parse runs on one thread. Beside it: the scan cache's key, which hashes the whole
+    // file, and pre-aggregated profiles, which need nothing from the binary (perf.data does: its
+    // mappings are matched against the binary).
+    let timed_read = |read: &dyn Fn() -> Result<_>| {
+        let started = std::time::Instant::now();
+        let inputs = read();
+        (inputs, started.elapsed())
+    };
+    let (binary, (cache_key, mut early_read)) = rayon::join(
         || Binary::parse(bin_file.bytes()),
         || {
-            args.scan_cache
-                .as_ref()
-                .map(|_| crate::scan_cache::key(&args.binary))
+            rayon::join(
+                || {
+                    args.scan_cache
+                        .as_ref()
+                        .map(|_| crate::scan_cache::key(&args.binary))
+                },
+                || {
+                    args.pre_aggregated.then(|| {
+                        timed_read(&|| {
+                            crate::inputs::read_preaggregated_files(
+                                &args.profiles,
+                                args.perfdata_jobs,
+                            )
+                        })
+                    })
+                },
+            )
         },
     );
     let mut binary = binary.with_context(|| format!("reading {}", args.binary.display()))?;
@@ -331,9 +351,9 @@ pub fn run(args: Args) -> Result<()> {
         || {
             rayon::join(
                 || {
-                    let started = std::time::Instant::now();
-                    let inputs = read_profiles(&args, &binary);
-                    (inputs, started.elapsed())
+                    early_read
+                        .take()
+                        .unwrap_or_else(|| timed_read(&|| read_profiles(&args, &binary)))
                 },
                 || DataReferences::read(&binary),
             )
