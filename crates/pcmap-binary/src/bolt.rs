@@ -557,7 +557,7 @@ fn functions_of_symbols<'b, 'data>(
         })
         .map(|s| (s.address, s.index, s))
         .collect();
-    keyed.sort_unstable_by_key(|&(address, index, _)| (address, index));
+    keyed.par_sort_unstable_by_key(|&(address, index, _)| (address, index));
     let syms: Vec<&crate::Symbol<'data>> = keyed.into_iter().map(|(_, _, s)| s).collect();
     // Addresses of functions made from a zero-size untyped label alone (see the section
     // starts in `discover`), increasing: symbols come in address order.
@@ -632,47 +632,63 @@ fn label_entry_points(
     syms: &[&crate::Symbol<'_>],
     functions: &[BoltFunction<'_>],
 ) -> (Vec<u64>, Vec<u64>) {
-    let mut out = Vec::new();
-    let mut inside = Vec::new();
-    // The first symbol after the current function's start: functions and symbols are both in
-    // address order, so it only moves forward (no search per function).
-    let mut first = 0;
-    for (i, f) in functions.iter().enumerate() {
-        if f.kind != FunctionKind::Regular || f.size == 0 {
-            continue;
-        }
-        let Some(section) = binary.code_section_at(f.address) else {
-            continue;
-        };
-        let next = functions.get(i + 1).map_or(u64::MAX, |n| n.address);
-        while syms.get(first).is_some_and(|s| s.address <= f.address) {
-            first += 1;
-        }
-        for s in &syms[first..] {
-            if s.address >= next {
-                break;
-            }
-            if s.is_absolute {
-                continue;
-            }
-            let in_section = s.address >= section.address
-                && s.address - section.address < section.size
-                && s.section_index.is_none_or(|k| k == section.index);
-            let valid = in_section
-                && ((s.size == 0 && contains(f, s.address))
-                    || (matches!(s.kind, SymbolKind::NoType) && s.is_local));
-            if !valid {
-                if contains(f, s.address) {
-                    inside.push(f.address);
+    use rayon::prelude::*;
+    // In parallel over runs of functions; each run finds its first symbol once.
+    const RUN: usize = 4096;
+    let runs: Vec<(Vec<u64>, Vec<u64>)> = (0..functions.len().div_ceil(RUN))
+        .into_par_iter()
+        .map(|run| {
+            let (mut out, mut inside) = (Vec::new(), Vec::new());
+            let range = run * RUN..functions.len().min((run + 1) * RUN);
+            // The first symbol after the current function's start: functions and symbols are
+            // both in address order, so it only moves forward (no search per function).
+            let mut first = functions
+                .get(range.start)
+                .map_or(0, |f| syms.partition_point(|s| s.address <= f.address));
+            for i in range {
+                let f = &functions[i];
+                if f.kind != FunctionKind::Regular || f.size == 0 {
+                    continue;
                 }
-                break;
+                let Some(section) = binary.code_section_at(f.address) else {
+                    continue;
+                };
+                let next = functions.get(i + 1).map_or(u64::MAX, |n| n.address);
+                while syms.get(first).is_some_and(|s| s.address <= f.address) {
+                    first += 1;
+                }
+                for s in &syms[first..] {
+                    if s.address >= next {
+                        break;
+                    }
+                    if s.is_absolute {
+                        continue;
+                    }
+                    let in_section = s.address >= section.address
+                        && s.address - section.address < section.size
+                        && s.section_index.is_none_or(|k| k == section.index);
+                    let valid = in_section
+                        && ((s.size == 0 && contains(f, s.address))
+                            || (matches!(s.kind, SymbolKind::NoType) && s.is_local));
+                    if !valid {
+                        if contains(f, s.address) {
+                            inside.push(f.address);
+                        }
+                        break;
+                    }
+                    if s.name.starts_with(".L") {
+                        continue;
+                    }
+                    out.push(s.address);
+                }
             }
-            if s.name.starts_with(".L") {
-                continue;
-            }
-            out.push(s.address);
-        }
-    }
+            (out, inside)
+        })
+        .collect();
+    let (mut out, mut inside): (Vec<u64>, Vec<u64>) = (
+        runs.iter().flat_map(|r| r.0.iter().copied()).collect(),
+        runs.iter().flat_map(|r| r.1.iter().copied()).collect(),
+    );
     out.sort_unstable();
     out.dedup();
     inside.sort_unstable();

@@ -284,14 +284,26 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
 
     // One counter per name, shared by primary names and `name/file` prefixes as in BOLT. Keys
     // borrow the file's strings where they can: a large binary has hundreds of thousands.
+    // Names are built with `push_str` rather than `format!`, and a new key moves into the map
+    // rather than being copied: this runs once or twice per local symbol.
     let mut counters: FxHashMap<Cow<'data, str>, u64> = FxHashMap::default();
     let mut uniquify = |name: Cow<'data, str>| -> String {
+        let mut unique = String::with_capacity(name.len() + 8);
+        unique.push_str(&name);
+        unique.push('/');
         let n = match counters.get_mut(&*name) {
-            Some(n) => n,
-            None => counters.entry(name.clone()).or_insert(0),
+            Some(n) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                counters.insert(name, 1);
+                1
+            }
         };
-        *n += 1;
-        format!("{name}/{n}")
+        // Writing into a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut unique, format_args!("{n}"));
+        unique
     };
     let mut anonymous = 0u64;
     let mut names = Vec::with_capacity(keyed_len);
@@ -316,7 +328,13 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
             (name, None)
         } else {
             let alt_prefix = match (s.kind, file_of[s.index]) {
-                (NamingKind::Function, Some(f)) => Some(format!("{name}/{f}")),
+                (NamingKind::Function, Some(f)) => {
+                    let mut prefix = String::with_capacity(name.len() + 1 + f.len());
+                    prefix.push_str(&name);
+                    prefix.push('/');
+                    prefix.push_str(f);
+                    Some(prefix)
+                }
                 _ => None,
             };
             let primary = uniquify(name);
