@@ -32,7 +32,7 @@
 
 use std::borrow::Cow;
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 use rayon::slice::ParallelSliceMut;
 
 use crate::symbols::SymbolKind;
@@ -133,6 +133,9 @@ pub struct BoltFunctions<'a, 'data> {
     /// Start addresses of the functions with a symbol in their middle that may not be there
     /// ([`label_entry_points`]), sorted.
     symbol_inside: Vec<u64>,
+    /// Start addresses of the functions whose padding BOLT rejects in relocation mode
+    /// ([`set_max_sizes`]), sorted.
+    invalid_padding: Vec<u64>,
     /// Code addresses data refers to ([`BoltFunctions::data_references_in`]), read on first use.
     data_refs: std::sync::OnceLock<Vec<u64>>,
 }
@@ -240,7 +243,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         }
         add_plt_functions(binary, &mut functions);
         functions.sort_by_key(|f| f.address);
-        set_max_sizes(binary, bitness, &mut functions);
+        let invalid_padding = set_max_sizes(binary, bitness, &mut functions);
         let (label_entries, symbol_inside) = label_entry_points(binary, &syms, &functions);
         // BOLT's "symbol seen in the middle of the function": lookups stop at its size.
         for f in functions.iter_mut() {
@@ -266,6 +269,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             lsdas,
             label_entries,
             symbol_inside,
+            invalid_padding,
             data_refs: std::sync::OnceLock::new(),
         })
     }
@@ -277,6 +281,21 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// fall-throughs do not match, its branches are still recorded).
     pub fn has_symbol_inside(&self, address: u64) -> bool {
         self.symbol_inside.binary_search(&address).is_ok()
+    }
+
+    /// Whether BOLT ignores the function starting at `address` for its padding
+    /// (`adjustCodePadding`): in relocation mode, bytes between its end and the next function
+    /// that are not padding (see [`set_max_sizes`]) make it non-simple, its maximum size kept;
+    /// BOLT prints "has invalid padding. Ignoring the function". (Without relocations its
+    /// maximum size is cut to its size instead.)
+    pub fn has_invalid_padding(&self, address: u64) -> bool {
+        self.invalid_padding.binary_search(&address).is_ok()
+    }
+
+    /// [`Self::has_symbol_inside`] or [`Self::has_invalid_padding`]: BOLT builds no CFG for the
+    /// function (its branches are still recorded).
+    pub fn is_ignored(&self, address: u64) -> bool {
+        self.has_symbol_inside(address) || self.has_invalid_padding(address)
     }
 
     /// The C++ exception table (LSDA) of function `index`: the one named by the FDE that starts
@@ -784,12 +803,19 @@ pub fn release_stretch(binary: &Binary<'_>, functions: &[BoltFunction<'_>]) {
 }
 
 /// Sizes: zero-size functions extend to the next function; max size reaches the next function
-/// or the end of the containing section, or stops at the size after bad padding.
+/// or the end of the containing section. Padding that BOLT rejects ([`is_valid_padding`]) cuts
+/// the max size to the size, or, in relocation mode, makes BOLT ignore the function: the
+/// returned start addresses, sorted.
 ///
 /// In parallel, stretch by stretch ([`code_stretches`]): the padding checks are the first reads
 /// of the code's pages, and read a little of every one. What needs code later reads it again.
-fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunction<'_>]) {
+fn set_max_sizes(
+    binary: &Binary<'_>,
+    bitness: u32,
+    functions: &mut [BoltFunction<'_>],
+) -> Vec<u64> {
     use rayon::prelude::*;
+    let relocation_mode = binary.has_text_relocations();
     let next_starts: Vec<u64> = functions
         .iter()
         .skip(1)
@@ -797,12 +823,12 @@ fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunctio
         .chain([u64::MAX])
         .collect();
     let stretches: Vec<_> = code_stretches(binary, functions, CODE_STRETCH).collect();
+    let mut ignored = Vec::new();
     for stretch in stretches {
         let funcs = &mut functions[stretch.clone()];
-        funcs
-            .par_iter_mut()
-            .zip(&next_starts[stretch])
-            .for_each(|(f, &next)| {
+        let rejected = funcs.par_iter_mut().zip(&next_starts[stretch]).map_init(
+            PaddingDecoder::default,
+            |decoder, (f, &next)| {
                 let addr = f.address;
                 let section_end = binary
                     .code_section_at(addr)
@@ -814,42 +840,99 @@ fn set_max_sizes(binary: &Binary<'_>, bitness: u32, functions: &mut [BoltFunctio
                 }
                 f.size = f.size.min(section_end - addr);
                 f.max_size = max.max(f.size);
-                if f.kind == FunctionKind::Regular
+                let rejected = f.kind == FunctionKind::Regular
                     && f.max_size > f.size
-                    && !is_valid_padding(
-                        binary,
-                        bitness,
-                        f.address + f.size,
-                        f.address + f.max_size,
-                    )
-                {
+                    && !is_valid_padding(binary, bitness, decoder, f);
+                if rejected && !relocation_mode {
                     f.max_size = f.size;
                 }
-            });
+                (rejected && relocation_mode).then_some(addr)
+            },
+        );
+        ignored.par_extend(rejected.flatten());
         release_stretch(binary, funcs);
+    }
+    ignored
+}
+
+/// A decoder over one code section, kept by a thread of [`set_max_sizes`] from one padding check
+/// to the next: making a decoder for each padding cost more than decoding its few NOPs.
+#[derive(Default)]
+struct PaddingDecoder<'data> {
+    /// The section's address and a decoder over its bytes.
+    over: Option<(u64, Decoder<'data>)>,
+}
+
+impl<'data> PaddingDecoder<'data> {
+    /// The instruction at `address` in `binary`'s code, if it decodes.
+    fn decode(
+        &mut self,
+        binary: &Binary<'data>,
+        bitness: u32,
+        address: u64,
+    ) -> Option<Instruction> {
+        let section = binary.code_section_at(address)?;
+        let decoder = match &mut self.over {
+            Some((start, d)) if *start == section.address => d,
+            slot => {
+                let bytes = binary.code_bytes(section.address, section.size)?;
+                let d = Decoder::with_ip(bitness, bytes, section.address, DecoderOptions::NONE);
+                &mut slot.insert((section.address, d)).1
+            }
+        };
+        decoder
+            .set_position(usize::try_from(address - section.address).ok()?)
+            .ok()?;
+        decoder.set_ip(address);
+        let insn = decoder.decode();
+        (!insn.is_invalid()).then_some(insn)
     }
 }
 
-/// Whether `[start, end)` holds only zero bytes, NOPs and `int3` (lld's fill): BOLT accepts
-/// nothing else between a function's end and the next object.
-fn is_valid_padding(binary: &Binary<'_>, bitness: u32, start: u64, end: u64) -> bool {
+/// Whether the bytes between `func`'s size and its max size are padding as BOLT's
+/// `hasValidCodePadding` accepts it: `int3` only; or, after any leading `int3`s, NOPs, zero
+/// bytes and unconditional jumps forward to no further than the padding's end, in any mix. An
+/// instruction must end within the padding (BOLT decodes the padding alone).
+fn is_valid_padding<'data>(
+    binary: &Binary<'data>,
+    bitness: u32,
+    decoder: &mut PaddingDecoder<'data>,
+    func: &BoltFunction<'_>,
+) -> bool {
+    let (start, end) = (func.address + func.size, func.address + func.max_size);
     let Some(pad) = binary.code_bytes(start, end - start) else {
         return true;
     };
-    let mut at = 0usize;
+    // Breakpoints first: a padding of them alone is accepted as it is.
+    let mut at = pad.iter().position(|&b| b != 0xcc).unwrap_or(pad.len());
     while at < pad.len() {
-        if pad[at] == 0 {
-            // Runs of zeros are skipped at once.
-            at += pad[at..]
-                .iter()
-                .position(|&b| b != 0)
-                .unwrap_or(pad.len() - at);
-            continue;
+        match pad[at] {
+            0 => {
+                at += pad[at..]
+                    .iter()
+                    .position(|&b| b != 0)
+                    .unwrap_or(pad.len() - at);
+                continue;
+            }
+            // A one-byte `nop`, without the decoder.
+            0x90 => {
+                at += 1;
+                continue;
+            }
+            _ => {}
         }
-        let mut decoder =
-            Decoder::with_ip(bitness, &pad[at..], start + at as u64, DecoderOptions::NONE);
-        let insn = decoder.decode();
-        if insn.is_invalid() || !matches!(insn.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) {
+        let address = start + at as u64;
+        let Some(insn) = decoder.decode(binary, bitness, address) else {
+            return false;
+        };
+        let next = address + insn.len() as u64;
+        let forward_jump = insn.flow_control() == FlowControl::UnconditionalBranch
+            && matches!(
+                insn.op0_kind(),
+                OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
+            )
+            && (next..=end).contains(&insn.near_branch_target());
+        if next > end || !(insn.mnemonic() == Mnemonic::Nop || forward_jump) {
             return false;
         }
         at += insn.len();

@@ -826,9 +826,9 @@ pub fn build_from(
             .map_or(&[], |k| tables[k].1.as_slice())
     };
     let size = func.size;
-    // A function with a symbol in its middle (BOLT's "symbol seen in the middle of the
-    // function") is not simple.
-    if !simple || insns.is_empty() || image.has_symbol_inside(func.address) {
+    // A function BOLT ignores (a symbol in its middle, "symbol seen in the middle of the
+    // function", or, in relocation mode, invalid padding after it) is not simple.
+    if !simple || insns.is_empty() || image.is_ignored(func.address) {
         return Cfg {
             simple: false,
             insns,

@@ -494,6 +494,106 @@ fn labels_inside_functions_match_perf2bolt() {
     );
 }
 
+/// The bytes between a function's end and the next function (BOLT's `hasValidCodePadding`):
+/// `int3` alone, or NOPs and zero bytes in any mix, are padding; an `int3` after a NOP, a `ret`,
+/// or a NOP cut short where the next function starts are not. Without relocations such a
+/// function's addresses end at its size; with them (`--emit-relocs`) BOLT ignores the function
+/// ("has invalid padding") and keeps its extent. Branches into and out of each padding give
+/// perf2bolt 22's fdata, YAML, statistics and warnings, in both modes.
+#[test]
+fn padding_after_functions_matches_perf2bolt() {
+    let pads = [
+        ("pad_nops", true),
+        ("pad_int3", true),
+        ("pad_zeros", true),
+        ("pad_mixed", false),
+        ("pad_ret", false),
+        ("pad_cut", false),
+    ];
+    for (tag, flags) in [
+        ("relocs", FLAGS),
+        ("plain", &["-O2", "-fno-pie", "-no-pie"][..]),
+    ] {
+        let bin = tk::build(
+            &format!("perf2bolt-padding-{tag}"),
+            &["perf2bolt/padding.s"],
+            flags,
+        );
+        let sym = symbol_addresses(&bin);
+        let main_ret = sym("main") + 2;
+        let mut records = String::new();
+        for (f, _) in pads {
+            // Each function is a one-byte `ret`: its padding starts at offset 1.
+            let at = sym(f) + 2;
+            records += &format!("B {main_ret:x} {at:x} 4 0\nB {at:x} {main_ret:x} 2 0\n");
+        }
+        let dir = tk::scratch_dir(&format!("cli-perf2bolt-padding-{tag}"));
+        let prof = dir.join("prof.pa");
+        std::fs::write(&prof, records).unwrap();
+        let expected = fdata_yaml_and_stats_match_perf2bolt(&bin, &prof, &dir, tag, &[]);
+        // The warnings of ignored functions.
+        let (theirs, ours) = run_both_plain(&bin, &prof, &dir);
+        let ignored = |o: &std::process::Output| {
+            stderr_lines(o, |l| {
+                l.ends_with("has invalid padding. Ignoring the function")
+            })
+        };
+        assert_eq!(ignored(&ours), ignored(&theirs), "{tag}");
+        // The checks have teeth: perf2bolt ignores the functions with invalid padding in
+        // relocation mode; without relocations, it names valid paddings after their function
+        // and not the others.
+        for (f, valid) in pads {
+            let warned = ignored(&theirs)
+                .iter()
+                .any(|l| l.contains(&format!(" {f} ")));
+            assert_eq!(
+                warned,
+                tag == "relocs" && !valid,
+                "{tag}: {f}: {:?}",
+                ignored(&theirs)
+            );
+            if tag == "plain" {
+                assert_eq!(
+                    expected.contains(&format!(" {f} 2 ")),
+                    valid,
+                    "{tag}: {f}: perf2bolt's fdata:\n{expected}"
+                );
+            }
+        }
+    }
+}
+
+/// Run perf2bolt 22 and pcmap on `prof` (pre-aggregated) with no other option, writing into
+/// `dir`; pcmap must succeed. Returns perf2bolt's run and pcmap's, for their printed lines.
+fn run_both_plain(
+    bin: &Path,
+    prof: &Path,
+    dir: &Path,
+) -> (std::process::Output, std::process::Output) {
+    let run = |exe: &mut Command, out: &str| {
+        tk::run(
+            exe.arg(bin)
+                .args(["--pa", "-p"])
+                .arg(prof)
+                .arg("-o")
+                .arg(dir.join(out)),
+        )
+    };
+    let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
+    let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
+    tk::assert_success("pcmap perf2bolt", &ours);
+    (theirs, ours)
+}
+
+/// The lines of a run's stderr that `keep` selects.
+fn stderr_lines(o: &std::process::Output, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter(|l| keep(l))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The lines of BOLT's profile density report in a run's stdout and stderr: the
 /// `Functions with density >= X` line and its sparse/empty-profile warnings.
 fn density_lines(out: &std::process::Output) -> Vec<String> {
@@ -788,25 +888,8 @@ fn functions_with_a_symbol_inside_match_perf2bolt() {
         "perf2bolt's fdata:\n{expected}"
     );
     // The printed error and density lines too.
-    let run = |exe: &mut Command, out: &str| {
-        tk::run(
-            exe.arg(&bin)
-                .args(["--pa", "-p"])
-                .arg(&prof)
-                .arg("-o")
-                .arg(dir.join(out)),
-        )
-    };
-    let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
-    let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
-    tk::assert_success("pcmap perf2bolt", &ours);
-    let errors = |o: &std::process::Output| -> Vec<String> {
-        String::from_utf8_lossy(&o.stderr)
-            .lines()
-            .filter(|l| l.starts_with("BOLT-ERROR"))
-            .map(str::to_string)
-            .collect()
-    };
+    let (theirs, ours) = run_both_plain(&bin, &prof, &dir);
+    let errors = |o: &std::process::Output| stderr_lines(o, |l| l.starts_with("BOLT-ERROR"));
     assert_eq!(errors(&ours), errors(&theirs));
     assert_eq!(errors(&theirs).len(), 1, "{:?}", errors(&theirs));
     assert_eq!(density_lines(&ours), density_lines(&theirs));

@@ -368,6 +368,12 @@ pub fn run(args: Args) -> Result<()> {
                 f.name()
             );
         }
+        if image.has_invalid_padding(f.address) {
+            eprintln!(
+                "BOLT-WARNING: function {} has invalid padding. Ignoring the function",
+                f.name()
+            );
+        }
     }
     // A BOLT-optimized binary: profiles are translated through its BAT table (perf2bolt's BAT
     // mode: `boltedcollection` fdata, BAT YAML).
