@@ -925,7 +925,7 @@ fn is_valid_padding<'data>(
         let Some(insn) = decoder.decode(binary, bitness, address) else {
             return false;
         };
-        let next = address + insn.len() as u64;
+        let next = address.saturating_add(insn.len() as u64);
         let forward_jump = insn.flow_control() == FlowControl::UnconditionalBranch
             && matches!(
                 insn.op0_kind(),
