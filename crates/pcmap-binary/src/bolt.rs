@@ -32,7 +32,7 @@
 
 use std::borrow::Cow;
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
+use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
 use rayon::slice::ParallelSliceMut;
 
 use crate::symbols::SymbolKind;
@@ -855,6 +855,20 @@ fn set_max_sizes(
     ignored
 }
 
+/// Whether LLVM's disassembler, as BOLT uses it, decodes the instruction as a NOP: iced-x86's
+/// NOPs, and `0F 1F` whatever its ModRM `reg` field (LLVM's `nopl`/`nopw`; iced-x86 calls those
+/// with `reg` other than 0 reserved NOPs). The other reserved-NOP opcodes (`0F 18`–`0F 1E`) are
+/// not NOPs to LLVM.
+fn is_nop(insn: &Instruction) -> bool {
+    insn.mnemonic() == Mnemonic::Nop
+        || matches!(
+            insn.code(),
+            Code::Reservednop_rm16_r16_0F1F
+                | Code::Reservednop_rm32_r32_0F1F
+                | Code::Reservednop_rm64_r64_0F1F
+        )
+}
+
 /// A decoder over one code section, kept by a thread of [`set_max_sizes`] from one padding check
 /// to the next: making a decoder for each padding cost more than decoding its few NOPs.
 #[derive(Default)]
@@ -932,7 +946,7 @@ fn is_valid_padding<'data>(
                 OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
             )
             && (next..=end).contains(&insn.near_branch_target());
-        if next > end || !(insn.mnemonic() == Mnemonic::Nop || forward_jump) {
+        if next > end || !(is_nop(&insn) || forward_jump) {
             return false;
         }
         at += insn.len();

@@ -495,9 +495,9 @@ fn labels_inside_functions_match_perf2bolt() {
 }
 
 /// The bytes between a function's end and the next function (BOLT's `hasValidCodePadding`):
-/// `int3` alone, or NOPs, zero bytes and jumps forward within it in any mix, are padding; an
-/// `int3` after a NOP, a jump back, a `ret`, or a NOP cut short where the next function starts
-/// are not. Without relocations such a
+/// `int3` alone, or NOPs (`0F 1F` whatever its ModRM reg field), zero bytes and jumps forward
+/// within it in any mix, are padding; an `int3` after a NOP, another reserved-NOP opcode, a jump
+/// back, a `ret`, or a NOP cut short where the next function starts are not. Without relocations such a
 /// function's addresses end at its size; with them (`--emit-relocs`) BOLT ignores the function
 /// ("has invalid padding") and keeps its extent. Branches into and out of each padding give
 /// perf2bolt 22's fdata, YAML, statistics and warnings, in both modes.
@@ -510,6 +510,8 @@ fn padding_after_functions_matches_perf2bolt() {
         ("pad_mixed", false),
         ("pad_jump", true),
         ("pad_jump_back", false),
+        ("pad_nop_reg", true),
+        ("pad_hint", false),
         ("pad_ret", false),
         ("pad_cut", false),
     ];
