@@ -1,6 +1,7 @@
 //! Function symbols, the address-sorted function table, and BOLT's names for local functions.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use rustc_hash::FxHashMap;
 
@@ -302,7 +303,7 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
             }
         };
         // Writing into a String cannot fail.
-        let _ = std::fmt::Write::write_fmt(&mut unique, format_args!("{n}"));
+        let _ = write!(unique, "{n}");
         unique
     };
     let mut anonymous = 0u64;

@@ -496,10 +496,10 @@ fn labels_inside_functions_match_perf2bolt() {
 
 /// The bytes between a function's end and the next function (BOLT's `hasValidCodePadding`):
 /// `int3` alone, or NOPs (`0F 1F` whatever its ModRM reg field), zero bytes and jumps forward
-/// within it in any mix, are padding; an `int3` after a NOP, another reserved-NOP opcode, a jump
-/// back, a `ret`, or a NOP cut short where the next function starts are not. Without relocations such a
-/// function's addresses end at its size; with them (`--emit-relocs`) BOLT ignores the function
-/// ("has invalid padding") and keeps its extent. Branches into and out of each padding give
+/// within it in any mix, are padding; an `int3` after a NOP, another reserved-NOP opcode, a
+/// jump back, a `ret`, or a NOP cut short where the next function starts are not. Without
+/// relocations such a function's addresses end at its size; with them (`--emit-relocs`) BOLT
+/// ignores the function ("has invalid padding") and keeps its extent. Branches into and out of each padding give
 /// perf2bolt 22's fdata, YAML, statistics and warnings, in both modes.
 #[test]
 fn padding_after_functions_matches_perf2bolt() {
@@ -569,24 +569,27 @@ fn padding_after_functions_matches_perf2bolt() {
 }
 
 /// Run perf2bolt 22 and pcmap on `prof` (pre-aggregated) with no other option, writing into
-/// `dir`; pcmap must succeed. Returns perf2bolt's run and pcmap's, for their printed lines.
+/// `dir`; both must succeed. Returns perf2bolt's run and pcmap's, for their printed lines.
 fn run_both_plain(
     bin: &Path,
     prof: &Path,
     dir: &Path,
 ) -> (std::process::Output, std::process::Output) {
+    // Each run must succeed; a failure names the command and prints its status and output.
     let run = |exe: &mut Command, out: &str| {
-        tk::run(
-            exe.arg(bin)
-                .args(["--pa", "-p"])
-                .arg(prof)
-                .arg("-o")
-                .arg(dir.join(out)),
-        )
+        let cmd = exe
+            .arg(bin)
+            .args(["--pa", "-p"])
+            .arg(prof)
+            .arg("-o")
+            .arg(dir.join(out));
+        let what = format!("{cmd:?}");
+        let output = tk::run(cmd);
+        tk::assert_success(&what, &output);
+        output
     };
     let theirs = run(&mut Command::new(tk::tool("perf2bolt")), "p2b.fdata");
     let ours = run(Command::new(PCMAP).arg("perf2bolt"), "pcmap.fdata");
-    tk::assert_success("pcmap perf2bolt", &ours);
     (theirs, ours)
 }
 

@@ -315,7 +315,7 @@ pub fn run(args: Args) -> Result<()> {
         let inputs = read();
         (inputs, started.elapsed())
     };
-    let (binary, (cache_key, mut early_read)) = rayon::join(
+    let (binary, (cache_key, early_read)) = rayon::join(
         || Binary::parse(bin_file.bytes()),
         || {
             rayon::join(
@@ -350,11 +350,7 @@ pub fn run(args: Args) -> Result<()> {
         || BoltFunctions::discover(&binary),
         || {
             rayon::join(
-                || {
-                    early_read
-                        .take()
-                        .unwrap_or_else(|| timed_read(&|| read_profiles(&args, &binary)))
-                },
+                || early_read.unwrap_or_else(|| timed_read(&|| read_profiles(&args, &binary))),
                 || DataReferences::read(&binary),
             )
         },
