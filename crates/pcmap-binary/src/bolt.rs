@@ -502,6 +502,17 @@ impl<'b, 'data> DataReferences<'b, 'data> {
         out.shrink_to_fit();
         DataReferences(out, binary)
     }
+
+    /// `binary`'s data references as an earlier [`Self::read`] of the same bytes found them
+    /// (kept between runs): sorted here unless they are already, so that nothing else depends
+    /// on where they were kept.
+    pub fn known(binary: &'b Binary<'data>, mut refs: Vec<u64>) -> Self {
+        if !refs.is_sorted_by(|a, b| a < b) {
+            refs.sort_unstable();
+            refs.dedup();
+        }
+        DataReferences(refs, binary)
+    }
 }
 
 /// The secondary entry points of a binary's functions ([`BoltFunctions::entry_points`]), kept

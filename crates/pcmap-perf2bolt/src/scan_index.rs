@@ -6,18 +6,20 @@
 //! a CFG, and on a large binary with a small profile that pass is most of the work
 //! ([`crate::aggregate::Aggregator::prepare`]). Its findings are few and depend only on the
 //! binary's bytes: a [`ScanIndex`] keeps them, so that a later run on the same binary (another
-//! host's profile, another hour's) skips the pass.
+//! host's profile, another hour's) skips the pass. It also keeps the code addresses the binary's
+//! data refers to ([`BoltFunctions::data_references`]): they too depend only on the bytes, and
+//! reading them means reading every relocation of the binary.
 //!
 //! The file is little-endian:
 //!
 //! | field | bytes |
 //! |---|---|
 //! | magic `PCMAPSCN` | 8 |
-//! | format version (1) | 4 |
+//! | format version (2) | 4 |
 //! | key: what the file was written for ([`ScanIndex::key`]) | 16 |
 //! | number of functions of the model it was made on | 8 |
 //! | fingerprint of those functions ([`ScanIndex::fits`]) | 8 |
-//! | references, table starts, functions with a table-less indirect jump: three lists, each a ULEB128 count and then its values, increasing, as ULEB128 differences from the previous one (the first from 0) | |
+//! | references, table starts, functions with a table-less indirect jump, data references: four lists, each a ULEB128 count and then its values, increasing, as ULEB128 differences from the previous one (the first from 0) | |
 //! | xxh3-64 of every byte before it | 8 |
 //!
 //! Decoding checks every field and holds at most one value per input byte.
@@ -26,7 +28,7 @@ use pcmap_binary::bolt::BoltFunctions;
 use pcmap_bytes::Cursor;
 
 const MAGIC: &[u8; 8] = b"PCMAPSCN";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The findings of the decoding pass over every function of a binary ([module](self)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,6 +47,9 @@ pub struct ScanIndex {
     pub table_starts: Vec<u64>,
     /// The functions (indices) with an indirect jump through no jump table, increasing.
     pub tableless_indirect_jumps: Vec<u32>,
+    /// The code addresses the binary's data refers to ([`BoltFunctions::data_references`]),
+    /// increasing.
+    pub data_references: Vec<u64>,
 }
 
 /// A hash of what the decoding pass depends on besides the bytes: the functions of the model
@@ -63,7 +68,8 @@ fn fingerprint(image: &BoltFunctions<'_, '_>) -> u64 {
 }
 
 impl ScanIndex {
-    /// An index of `image`'s findings (each list sorted and without duplicates here).
+    /// An index of `image`'s findings and data references (each list sorted and without
+    /// duplicates here).
     pub fn new(
         key: u128,
         image: &BoltFunctions<'_, '_>,
@@ -84,6 +90,8 @@ impl ScanIndex {
             references,
             table_starts,
             tableless_indirect_jumps,
+            // Sorted and without duplicates already.
+            data_references: image.data_references().to_vec(),
         }
     }
 
@@ -102,8 +110,9 @@ impl ScanIndex {
     /// The index as a file ([module](self)).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            60 + 2 * (self.references.len() + self.table_starts.len())
-                + self.tableless_indirect_jumps.len(),
+            61 + 2 * (self.references.len() + self.table_starts.len())
+                + self.tableless_indirect_jumps.len()
+                + 3 * self.data_references.len(),
         );
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
@@ -118,6 +127,7 @@ impl ScanIndex {
             .map(|&i| u64::from(i))
             .collect();
         write_list(&mut out, &jumps);
+        write_list(&mut out, &self.data_references);
         let sum = xxhash_rust::xxh3::xxh3_64(&out);
         out.extend_from_slice(&sum.to_le_bytes());
         out
@@ -148,7 +158,7 @@ impl ScanIndex {
             .read_u32()
             .map_err(|e| cursor_error(e, "a format version"))?;
         if version != VERSION {
-            return Err(bad(8, "format version 1"));
+            return Err(bad(8, "format version 2"));
         }
         let key = u128::from_le_bytes(c.array().map_err(|e| cursor_error(e, "a 16-byte key"))?);
         let functions = c
@@ -173,8 +183,12 @@ impl ScanIndex {
             .map(|i| u32::try_from(i).ok().filter(|&i| u64::from(i) < functions))
             .collect::<Option<Vec<u32>>>()
             .ok_or(bad(jumps_at, "function indices below the function count"))?;
+        let data_references = read_list(
+            &mut c,
+            "a list of increasing data references (count, then differences)",
+        )?;
         if !c.is_empty() {
-            return Err(bad(c.offset(), "the checksum after the three lists"));
+            return Err(bad(c.offset(), "the checksum after the four lists"));
         }
         Ok(ScanIndex {
             key,
@@ -183,6 +197,7 @@ impl ScanIndex {
             references,
             table_starts,
             tableless_indirect_jumps,
+            data_references,
         })
     }
 }
@@ -228,7 +243,7 @@ fn read_list(c: &mut Cursor<'_>, what: &'static str) -> crate::Result<Vec<u64>> 
         if k > 0 && delta == 0 {
             return Err(bad(at));
         }
-        value = value.checked_add(delta).ok_or(bad(at))?;
+        value = value.checked_add(delta).ok_or_else(|| bad(at))?;
         out.push(value);
     }
     Ok(out)
@@ -250,6 +265,16 @@ mod tests {
     use proptest::prelude::*;
 
     fn index(refs: Vec<u64>, starts: Vec<u64>, jumps: Vec<u32>, key: u128) -> ScanIndex {
+        with_data(refs, starts, jumps, vec![], key)
+    }
+
+    fn with_data(
+        refs: Vec<u64>,
+        starts: Vec<u64>,
+        jumps: Vec<u32>,
+        data: Vec<u64>,
+        key: u128,
+    ) -> ScanIndex {
         let mut i = ScanIndex {
             key,
             functions: u64::from(jumps.iter().max().map_or(0, |m| m + 1)),
@@ -257,8 +282,13 @@ mod tests {
             references: refs,
             table_starts: starts,
             tableless_indirect_jumps: jumps,
+            data_references: data,
         };
-        for l in [&mut i.references, &mut i.table_starts] {
+        for l in [
+            &mut i.references,
+            &mut i.table_starts,
+            &mut i.data_references,
+        ] {
             l.sort_unstable();
             l.dedup();
         }
@@ -274,9 +304,10 @@ mod tests {
             refs in proptest::collection::vec(any::<u64>(), 0..60),
             starts in proptest::collection::vec(any::<u64>(), 0..60),
             jumps in proptest::collection::vec(any::<u32>(), 0..60),
+            data in proptest::collection::vec(any::<u64>(), 0..60),
             key in any::<u128>(),
         ) {
-            let i = index(refs, starts, jumps, key);
+            let i = with_data(refs, starts, jumps, data, key);
             prop_assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
         }
 
@@ -288,7 +319,7 @@ mod tests {
             flip in any::<prop::sample::Index>(),
             bit in 0u8..8,
         ) {
-            let bytes = index(refs, vec![7, 9], vec![1], 5).encode();
+            let bytes = with_data(refs, vec![7, 9], vec![1], vec![3, 0x40_1000], 5).encode();
             let short = &bytes[..cut.index(bytes.len())];
             prop_assert!(ScanIndex::decode(short).is_err());
             let mut flipped = bytes.clone();
@@ -330,7 +361,7 @@ mod tests {
     #[test]
     fn an_empty_index_round_trips() {
         let i = index(vec![], vec![], vec![], 0);
-        assert_eq!(i.encode().len(), 55);
+        assert_eq!(i.encode().len(), 56);
         assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
     }
 

@@ -323,11 +323,25 @@ fn a_kept_scan_index_replaces_the_decoding_pass() {
         assert_eq!(decodes_b, cfgs_b, "hashing {hashing}: {cfgs_b} CFGs built");
     }
     // The same binary parsed again fits; another build of the program does not.
-    let (.., index) = run(None, false);
+    let (fdata_a, .., index) = run(None, false);
+    assert!(
+        !index.data_references.is_empty(),
+        "the fixture's data refers to its code (jump tables kept by --emit-relocs)"
+    );
+    assert_eq!(index.data_references, image.data_references());
     let again = pcmap_binary::Binary::parse(&data).unwrap();
     let again_image = BoltFunctions::discover(&again).unwrap();
+    // The data references the index keeps replace reading the relocations again.
+    again_image.take_data_references(pcmap_binary::bolt::DataReferences::known(
+        &again,
+        ScanIndex::decode(&index.encode()).unwrap().data_references,
+    ));
     let mut agg = Aggregator::new(&again_image);
     assert!(agg.take_scan_index(index.clone()), "the same model fits");
+    let profile = agg.aggregate_traces(&parsed, &|_| {});
+    let mut fdata_b = Vec::new();
+    fdata::write_branches(&mut fdata_b, &again_image, &profile, false).unwrap();
+    assert_eq!(fdata_b, fdata_a, "fdata from the kept data references");
     let o0 = tk::build(
         "perf2bolt-p1-o0",
         &["perf2bolt/p1.c"],

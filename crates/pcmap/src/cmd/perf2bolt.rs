@@ -140,7 +140,8 @@ pub struct Args {
     /// by the binary's bytes and this pcmap build. BOLT's secondary entry points and jump-table
     /// bounds come from references anywhere in the binary, so every function is decoded once;
     /// later runs on the same binary take the findings from DIR and decode only the profiled
-    /// code. The profile written is the same either way.
+    /// code. The code addresses the binary's data refers to (read from every relocation) are
+    /// kept beside them. The profile written is the same either way.
     #[arg(long = "scan-cache", value_name = "DIR")]
     pub scan_cache: Option<PathBuf>,
     /// LLVM's verbosity level (`-v=1`). Accepted so scripts run unchanged; the lines it adds
@@ -345,13 +346,27 @@ pub fn run(args: Args) -> Result<()> {
     binary.set_release(&release);
     // The functions are discovered while the profiles and the data references into code (the
     // relocations every CFG build needs) are read: they are independent, and discovery runs on
-    // one thread.
-    let (image, (read, data_refs)) = rayon::join(
+    // one thread. An index kept by an earlier run on the same bytes holds the data references.
+    let (image, (read, (data_refs, cached))) = rayon::join(
         || BoltFunctions::discover(&binary),
         || {
             rayon::join(
                 || early_read.unwrap_or_else(|| timed_read(&|| read_profiles(&args, &binary))),
-                || DataReferences::read(&binary),
+                || {
+                    let mut cached = scan_cache.and_then(|(dir, key)| {
+                        crate::scan_cache::load(dir, key, args.verbosity > 0)
+                    });
+                    // Moved, not copied: the aggregator takes the rest of the index, and an
+                    // index written again is made anew from the image's data references.
+                    let refs = match &mut cached {
+                        Some(index) => DataReferences::known(
+                            &binary,
+                            std::mem::take(&mut index.data_references),
+                        ),
+                        None => DataReferences::read(&binary),
+                    };
+                    (refs, cached)
+                },
             )
         },
     );
@@ -500,8 +515,6 @@ pub fn run(args: Args) -> Result<()> {
         Some(table) => agg.with_bat(table),
         None => agg,
     };
-    let cached =
-        scan_cache.and_then(|(dir, key)| crate::scan_cache::load(dir, key, args.verbosity > 0));
     let cache_hit = match cached {
         Some(index) => {
             let taken = agg.take_scan_index(index);
