@@ -133,9 +133,9 @@ pub struct BoltFunctions<'a, 'data> {
     /// Start addresses of the functions with a symbol in their middle that may not be there
     /// ([`label_entry_points`]), sorted.
     symbol_inside: Vec<u64>,
-    /// Start addresses of the functions whose padding BOLT rejects in relocation mode
-    /// ([`set_max_sizes`]), sorted.
-    invalid_padding: Vec<u64>,
+    /// Start addresses of the functions whose padding BOLT rejects ([`set_max_sizes`]), in
+    /// either mode, sorted.
+    rejected_padding: Vec<u64>,
     /// Code addresses data refers to ([`BoltFunctions::data_references_in`]), read on first use.
     data_refs: std::sync::OnceLock<Vec<u64>>,
 }
@@ -145,6 +145,17 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// Instruction decoding (for references and padding) needs x86: other machines get
     /// [`crate::Error::UnsupportedMachine`].
     pub fn discover(binary: &'a Binary<'data>) -> Result<Self> {
+        Self::discover_with(binary, None)
+    }
+
+    /// [`Self::discover`], with the verdicts of its padding checks given: `rejected`, the
+    /// [`Self::rejected_paddings`] of an earlier discovery on the same bytes (kept between runs).
+    /// The paddings are then not decoded, and the code's pages not read.
+    pub fn discover_knowing_paddings(binary: &'a Binary<'data>, rejected: &[u64]) -> Result<Self> {
+        Self::discover_with(binary, Some(rejected))
+    }
+
+    fn discover_with(binary: &'a Binary<'data>, rejected: Option<&[u64]>) -> Result<Self> {
         let bitness = match binary.machine() {
             Machine::X86_64 => 64,
             Machine::X86 => 32,
@@ -243,7 +254,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         }
         add_plt_functions(binary, &mut functions);
         functions.sort_by_key(|f| f.address);
-        let invalid_padding = set_max_sizes(binary, bitness, &mut functions);
+        let rejected_padding = set_max_sizes(binary, bitness, &mut functions, rejected);
         let (label_entries, symbol_inside) = label_entry_points(binary, &syms, &functions);
         // BOLT's "symbol seen in the middle of the function": lookups stop at its size.
         for f in functions.iter_mut() {
@@ -269,7 +280,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             lsdas,
             label_entries,
             symbol_inside,
-            invalid_padding,
+            rejected_padding,
             data_refs: std::sync::OnceLock::new(),
         })
     }
@@ -289,7 +300,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// BOLT prints "has invalid padding. Ignoring the function". (Without relocations its
     /// maximum size is cut to its size instead.)
     pub fn has_invalid_padding(&self, address: u64) -> bool {
-        self.invalid_padding.binary_search(&address).is_ok()
+        self.relocation_mode() && self.rejected_padding.binary_search(&address).is_ok()
+    }
+
+    /// Start addresses of the functions whose padding BOLT rejects, in either mode (see
+    /// [`Self::has_invalid_padding`]), sorted: what [`Self::discover_knowing_paddings`] takes.
+    pub fn rejected_paddings(&self) -> &[u64] {
+        &self.rejected_padding
     }
 
     /// [`Self::has_symbol_inside`] or [`Self::has_invalid_padding`]: BOLT builds no CFG for the
@@ -815,8 +832,10 @@ pub fn release_stretch(binary: &Binary<'_>, functions: &[BoltFunction<'_>]) {
 
 /// Sizes: zero-size functions extend to the next function; max size reaches the next function
 /// or the end of the containing section. Padding that BOLT rejects ([`is_valid_padding`]) cuts
-/// the max size to the size, or, in relocation mode, makes BOLT ignore the function: the
-/// returned start addresses, sorted.
+/// the max size to the size, or, in relocation mode, makes BOLT ignore the function. Returns
+/// the start addresses of the functions whose padding is rejected, in either mode, sorted;
+/// `known`, when given, is that list from an earlier check of the same bytes, taken instead of
+/// checking.
 ///
 /// In parallel, stretch by stretch ([`code_stretches`]): the padding checks are the first reads
 /// of the code's pages, and read a little of every one. What needs code later reads it again.
@@ -824,6 +843,7 @@ fn set_max_sizes(
     binary: &Binary<'_>,
     bitness: u32,
     functions: &mut [BoltFunction<'_>],
+    known: Option<&[u64]>,
 ) -> Vec<u64> {
     use rayon::prelude::*;
     let relocation_mode = binary.has_text_relocations();
@@ -833,37 +853,52 @@ fn set_max_sizes(
         .map(|f| f.address)
         .chain([u64::MAX])
         .collect();
+    // Sizes and extent; `valid(f)` says whether the padding of a function that has one is.
+    let sized =
+        |f: &mut BoltFunction<'_>, next: u64, valid: &mut dyn FnMut(&BoltFunction<'_>) -> bool| {
+            let addr = f.address;
+            let section_end = binary
+                .code_section_at(addr)
+                .map(|s| s.address.saturating_add(s.size))
+                .unwrap_or(addr.saturating_add(f.size));
+            let max = next.min(section_end).saturating_sub(addr);
+            if f.size == 0 {
+                f.size = max;
+            }
+            f.size = f.size.min(section_end - addr);
+            f.max_size = max.max(f.size);
+            let rejected = f.kind == FunctionKind::Regular && f.max_size > f.size && !valid(f);
+            if rejected && !relocation_mode {
+                f.max_size = f.size;
+            }
+            rejected.then_some(addr)
+        };
+    if let Some(known) = known {
+        // The verdicts of an earlier check of the same bytes: no code is read.
+        return functions
+            .par_iter_mut()
+            .zip(&next_starts)
+            .filter_map(|(f, &next)| {
+                sized(f, next, &mut |f| known.binary_search(&f.address).is_err())
+            })
+            .collect();
+    }
     let stretches: Vec<_> = code_stretches(binary, functions, CODE_STRETCH).collect();
-    let mut ignored = Vec::new();
+    let mut rejected = Vec::new();
     for stretch in stretches {
         let funcs = &mut functions[stretch.clone()];
-        let rejected = funcs.par_iter_mut().zip(&next_starts[stretch]).map_init(
+        let found = funcs.par_iter_mut().zip(&next_starts[stretch]).map_init(
             PaddingDecoder::default,
             |decoder, (f, &next)| {
-                let addr = f.address;
-                let section_end = binary
-                    .code_section_at(addr)
-                    .map(|s| s.address.saturating_add(s.size))
-                    .unwrap_or(addr.saturating_add(f.size));
-                let max = next.min(section_end).saturating_sub(addr);
-                if f.size == 0 {
-                    f.size = max;
-                }
-                f.size = f.size.min(section_end - addr);
-                f.max_size = max.max(f.size);
-                let rejected = f.kind == FunctionKind::Regular
-                    && f.max_size > f.size
-                    && !is_valid_padding(binary, bitness, decoder, f);
-                if rejected && !relocation_mode {
-                    f.max_size = f.size;
-                }
-                (rejected && relocation_mode).then_some(addr)
+                sized(f, next, &mut |f| {
+                    is_valid_padding(binary, bitness, decoder, f)
+                })
             },
         );
-        ignored.par_extend(rejected.flatten());
+        rejected.par_extend(found.flatten());
         release_stretch(binary, funcs);
     }
-    ignored
+    rejected
 }
 
 /// Whether LLVM's disassembler, as BOLT uses it, decodes the instruction as a NOP: iced-x86's

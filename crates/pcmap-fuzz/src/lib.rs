@@ -230,8 +230,9 @@ pub fn inline_dwarf(data: &[u8]) {
     }
 }
 
-/// Function discovery, CFG building (C++ landing pads from each function's LSDA included),
-/// hashing and a trace walk of `pcmap-perf2bolt` on arbitrary ELF bytes.
+/// Function discovery (again with its padding verdicts given: the same functions), CFG building
+/// (C++ landing pads from each function's LSDA included), hashing and a trace walk of
+/// `pcmap-perf2bolt` on arbitrary ELF bytes.
 pub fn perf2bolt_image(data: &[u8]) {
     let Ok(binary) = pcmap_binary::Binary::parse(data) else {
         return;
@@ -239,6 +240,24 @@ pub fn perf2bolt_image(data: &[u8]) {
     let Ok(image) = BoltFunctions::discover(&binary) else {
         return;
     };
+    // Discovery told its padding verdicts (as a scan cache keeps them) finds the same functions.
+    let again = BoltFunctions::discover_knowing_paddings(&binary, image.rejected_paddings())
+        .expect("discovery succeeded once");
+    let shape = |i: &BoltFunctions<'_, '_>| -> Vec<(u64, u64, u64, bool)> {
+        i.functions()
+            .iter()
+            .map(|f| {
+                (
+                    f.address,
+                    f.size,
+                    f.max_size,
+                    i.has_invalid_padding(f.address),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(shape(&again), shape(&image));
+    assert_eq!(again.rejected_paddings(), image.rejected_paddings());
     let agg = Aggregator::new(&image);
     let ctx = block_hash::Context::new(&image);
     for (i, f) in image.functions().iter().enumerate().take(64) {

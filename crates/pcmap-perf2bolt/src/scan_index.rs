@@ -6,9 +6,11 @@
 //! a CFG, and on a large binary with a small profile that pass is most of the work
 //! ([`crate::aggregate::Aggregator::prepare`]). Its findings are few and depend only on the
 //! binary's bytes: a [`ScanIndex`] keeps them, so that a later run on the same binary (another
-//! host's profile, another hour's) skips the pass. It also keeps the code addresses the binary's
-//! data refers to ([`BoltFunctions::data_references`]): they too depend only on the bytes, and
-//! reading them means reading every relocation of the binary.
+//! host's profile, another hour's) skips the pass. It also keeps two findings of function
+//! discovery that depend only on the bytes and read much of them: the code addresses the
+//! binary's data refers to ([`BoltFunctions::data_references`], from every relocation), and the
+//! functions whose padding BOLT rejects ([`BoltFunctions::rejected_paddings`], from the code
+//! after every function).
 //!
 //! The file is little-endian:
 //!
@@ -19,7 +21,7 @@
 //! | key: what the file was written for ([`ScanIndex::key`]) | 16 |
 //! | number of functions of the model it was made on | 8 |
 //! | fingerprint of those functions ([`ScanIndex::fits`]) | 8 |
-//! | references, table starts, functions with a table-less indirect jump, data references: four lists, each a ULEB128 count and then its values, increasing, as ULEB128 differences from the previous one (the first from 0) | |
+//! | references, table starts, functions with a table-less indirect jump, data references, functions with rejected padding (start addresses): five lists, each a ULEB128 count and then its values, increasing, as ULEB128 differences from the previous one (the first from 0) | |
 //! | xxh3-64 of every byte before it | 8 |
 //!
 //! Decoding checks every field and holds at most one value per input byte.
@@ -50,6 +52,9 @@ pub struct ScanIndex {
     /// The code addresses the binary's data refers to ([`BoltFunctions::data_references`]),
     /// increasing.
     pub data_references: Vec<u64>,
+    /// The start addresses of the functions whose padding BOLT rejects
+    /// ([`BoltFunctions::rejected_paddings`]), increasing.
+    pub rejected_paddings: Vec<u64>,
 }
 
 /// A hash of what the decoding pass depends on besides the bytes: the functions of the model
@@ -68,8 +73,8 @@ fn fingerprint(image: &BoltFunctions<'_, '_>) -> u64 {
 }
 
 impl ScanIndex {
-    /// An index of `image`'s findings and data references (each list sorted and without
-    /// duplicates here).
+    /// An index of `image`'s findings, data references and rejected paddings (each list sorted
+    /// and without duplicates here).
     pub fn new(
         key: u128,
         image: &BoltFunctions<'_, '_>,
@@ -92,6 +97,7 @@ impl ScanIndex {
             tableless_indirect_jumps,
             // Sorted and without duplicates already.
             data_references: image.data_references().to_vec(),
+            rejected_paddings: image.rejected_paddings().to_vec(),
         }
     }
 
@@ -112,7 +118,8 @@ impl ScanIndex {
         let mut out = Vec::with_capacity(
             61 + 2 * (self.references.len() + self.table_starts.len())
                 + self.tableless_indirect_jumps.len()
-                + 3 * self.data_references.len(),
+                + 3 * self.data_references.len()
+                + 3 * self.rejected_paddings.len(),
         );
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
@@ -128,6 +135,7 @@ impl ScanIndex {
             .collect();
         write_list(&mut out, &jumps);
         write_list(&mut out, &self.data_references);
+        write_list(&mut out, &self.rejected_paddings);
         let sum = xxhash_rust::xxh3::xxh3_64(&out);
         out.extend_from_slice(&sum.to_le_bytes());
         out
@@ -187,8 +195,12 @@ impl ScanIndex {
             &mut c,
             "a list of increasing data references (count, then differences)",
         )?;
+        let rejected_paddings = read_list(
+            &mut c,
+            "a list of increasing function starts (count, then differences)",
+        )?;
         if !c.is_empty() {
-            return Err(bad(c.offset(), "the checksum after the four lists"));
+            return Err(bad(c.offset(), "the checksum after the five lists"));
         }
         Ok(ScanIndex {
             key,
@@ -198,6 +210,7 @@ impl ScanIndex {
             table_starts,
             tableless_indirect_jumps,
             data_references,
+            rejected_paddings,
         })
     }
 }
@@ -265,7 +278,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn index(refs: Vec<u64>, starts: Vec<u64>, jumps: Vec<u32>, key: u128) -> ScanIndex {
-        with_data(refs, starts, jumps, vec![], key)
+        with_data(refs, starts, jumps, vec![], vec![], key)
     }
 
     fn with_data(
@@ -273,6 +286,7 @@ mod tests {
         starts: Vec<u64>,
         jumps: Vec<u32>,
         data: Vec<u64>,
+        paddings: Vec<u64>,
         key: u128,
     ) -> ScanIndex {
         let mut i = ScanIndex {
@@ -283,11 +297,13 @@ mod tests {
             table_starts: starts,
             tableless_indirect_jumps: jumps,
             data_references: data,
+            rejected_paddings: paddings,
         };
         for l in [
             &mut i.references,
             &mut i.table_starts,
             &mut i.data_references,
+            &mut i.rejected_paddings,
         ] {
             l.sort_unstable();
             l.dedup();
@@ -305,9 +321,10 @@ mod tests {
             starts in proptest::collection::vec(any::<u64>(), 0..60),
             jumps in proptest::collection::vec(any::<u32>(), 0..60),
             data in proptest::collection::vec(any::<u64>(), 0..60),
+            paddings in proptest::collection::vec(any::<u64>(), 0..60),
             key in any::<u128>(),
         ) {
-            let i = with_data(refs, starts, jumps, data, key);
+            let i = with_data(refs, starts, jumps, data, paddings, key);
             prop_assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
         }
 
@@ -319,7 +336,9 @@ mod tests {
             flip in any::<prop::sample::Index>(),
             bit in 0u8..8,
         ) {
-            let bytes = with_data(refs, vec![7, 9], vec![1], vec![3, 0x40_1000], 5).encode();
+            let bytes =
+                with_data(refs, vec![7, 9], vec![1], vec![3, 0x40_1000], vec![0x40_1100], 5)
+                    .encode();
             let short = &bytes[..cut.index(bytes.len())];
             prop_assert!(ScanIndex::decode(short).is_err());
             let mut flipped = bytes.clone();
@@ -361,7 +380,7 @@ mod tests {
     #[test]
     fn an_empty_index_round_trips() {
         let i = index(vec![], vec![], vec![], 0);
-        assert_eq!(i.encode().len(), 56);
+        assert_eq!(i.encode().len(), 57);
         assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
     }
 

@@ -1,6 +1,6 @@
-//! `--scan-cache DIR`: the findings of perf2bolt's decoding pass over every function and the
-//! binary's data references into code ([`pcmap_perf2bolt::scan_index`]), kept in DIR between
-//! runs. A file is named after its key: a
+//! `--scan-cache DIR`: the findings of perf2bolt's decoding pass over every function, the
+//! binary's data references into code and its rejected paddings
+//! ([`pcmap_perf2bolt::scan_index`]), kept in DIR between runs. A file is named after its key: a
 //! hash of the binary's bytes and of this pcmap executable, so an index is taken only for the
 //! same binary read by the same build. A cache that cannot be read or written costs the pass,
 //! never the run: it is reported as a warning.

@@ -500,7 +500,8 @@ fn labels_inside_functions_match_perf2bolt() {
 /// jump back, a `ret`, or a NOP cut short where the next function starts are not. Without
 /// relocations such a function's addresses end at its size; with them (`--emit-relocs`) BOLT
 /// ignores the function ("has invalid padding") and keeps its extent. Branches into and out of each padding give
-/// perf2bolt 22's fdata, YAML, statistics and warnings, in both modes.
+/// perf2bolt 22's fdata, YAML, statistics and warnings, in both modes, and so do later runs
+/// that take the padding verdicts from `--scan-cache`.
 #[test]
 fn padding_after_functions_matches_perf2bolt() {
     let pads = [
@@ -544,6 +545,49 @@ fn padding_after_functions_matches_perf2bolt() {
             })
         };
         assert_eq!(ignored(&ours), ignored(&theirs), "{tag}");
+        // With `--scan-cache`: the first run keeps the padding verdicts, the second takes them
+        // instead of decoding the paddings. Both give perf2bolt's fdata, YAML and warnings.
+        let cache = dir.join("cache");
+        for step in ["first", "second"] {
+            let (fdata, yaml) = (
+                dir.join(format!("{step}.fdata")),
+                dir.join(format!("{step}.yaml")),
+            );
+            let out = pcmap(
+                &bin,
+                &prof,
+                &fdata,
+                &[
+                    "-w",
+                    yaml.to_str().unwrap(),
+                    "--scan-cache",
+                    cache.to_str().unwrap(),
+                    "-v=1",
+                ],
+            );
+            tk::assert_success("pcmap perf2bolt --scan-cache", &out);
+            let note = if step == "first" { "written" } else { "read" };
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains(&format!(": {note}")),
+                "{tag}, {step} run: the cache is {note}:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                std::fs::read_to_string(&fdata).unwrap(),
+                expected,
+                "{tag}, {step} run with --scan-cache: fdata"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&yaml).unwrap(),
+                std::fs::read_to_string(dir.join("p2b.yaml")).unwrap(),
+                "{tag}, {step} run with --scan-cache: YAML"
+            );
+            assert_eq!(
+                ignored(&out),
+                ignored(&theirs),
+                "{tag}, {step} run with --scan-cache"
+            );
+        }
         // The checks have teeth: perf2bolt ignores the functions with invalid padding in
         // relocation mode; without relocations, it names valid paddings after their function
         // and not the others.

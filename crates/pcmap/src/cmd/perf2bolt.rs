@@ -140,8 +140,9 @@ pub struct Args {
     /// by the binary's bytes and this pcmap build. BOLT's secondary entry points and jump-table
     /// bounds come from references anywhere in the binary, so every function is decoded once;
     /// later runs on the same binary take the findings from DIR and decode only the profiled
-    /// code. The code addresses the binary's data refers to (read from every relocation) are
-    /// kept beside them. The profile written is the same either way.
+    /// code. Kept beside them: the code addresses the binary's data refers to (read from every
+    /// relocation) and the functions whose padding BOLT rejects (read from the code after every
+    /// function). The profile written is the same either way.
     #[arg(long = "scan-cache", value_name = "DIR")]
     pub scan_cache: Option<PathBuf>,
     /// LLVM's verbosity level (`-v=1`). Accepted so scripts run unchanged; the lines it adds
@@ -321,9 +322,11 @@ pub fn run(args: Args) -> Result<()> {
         || {
             rayon::join(
                 || {
-                    args.scan_cache
-                        .as_ref()
-                        .map(|_| crate::scan_cache::key(&args.binary))
+                    // With the index an earlier run kept for these bytes, if there is one.
+                    args.scan_cache.as_ref().map(|dir| {
+                        crate::scan_cache::key(&args.binary)
+                            .map(|key| (key, crate::scan_cache::load(dir, key, args.verbosity > 0)))
+                    })
                 },
                 || {
                     args.pre_aggregated.then(|| {
@@ -339,33 +342,36 @@ pub fn run(args: Args) -> Result<()> {
         },
     );
     let mut binary = binary.with_context(|| format!("reading {}", args.binary.display()))?;
-    let scan_cache = match (&args.scan_cache, cache_key) {
-        (Some(dir), Some(key)) => Some((dir.as_path(), key?)),
-        _ => None,
+    let (scan_cache, mut cached) = match (&args.scan_cache, cache_key) {
+        (Some(dir), Some(keyed)) => {
+            let (key, cached) = keyed?;
+            (Some((dir.as_path(), key)), cached)
+        }
+        _ => (None, None),
     };
     binary.set_release(&release);
     // The functions are discovered while the profiles and the data references into code (the
     // relocations every CFG build needs) are read: they are independent, and discovery runs on
-    // one thread. An index kept by an earlier run on the same bytes holds the data references.
-    let (image, (read, (data_refs, cached))) = rayon::join(
-        || BoltFunctions::discover(&binary),
+    // one thread. An index kept by an earlier run on the same bytes holds the data references
+    // and the verdicts of discovery's padding checks. They are moved out of it, not copied: the
+    // aggregator takes the rest, and an index written again is made anew from the image.
+    let known_refs = cached
+        .as_mut()
+        .map(|index| std::mem::take(&mut index.data_references));
+    let known_paddings = cached
+        .as_mut()
+        .map(|index| std::mem::take(&mut index.rejected_paddings));
+    let (image, (read, data_refs)) = rayon::join(
+        || match &known_paddings {
+            Some(rejected) => BoltFunctions::discover_knowing_paddings(&binary, rejected),
+            None => BoltFunctions::discover(&binary),
+        },
         || {
             rayon::join(
                 || early_read.unwrap_or_else(|| timed_read(&|| read_profiles(&args, &binary))),
-                || {
-                    let mut cached = scan_cache.and_then(|(dir, key)| {
-                        crate::scan_cache::load(dir, key, args.verbosity > 0)
-                    });
-                    // Moved, not copied: the aggregator takes the rest of the index, and an
-                    // index written again is made anew from the image's data references.
-                    let refs = match &mut cached {
-                        Some(index) => DataReferences::known(
-                            &binary,
-                            std::mem::take(&mut index.data_references),
-                        ),
-                        None => DataReferences::read(&binary),
-                    };
-                    (refs, cached)
+                || match known_refs {
+                    Some(refs) => DataReferences::known(&binary, refs),
+                    None => DataReferences::read(&binary),
                 },
             )
         },
