@@ -549,23 +549,7 @@ fn padding_after_functions_matches_perf2bolt() {
         // instead of decoding the paddings. Both give perf2bolt's fdata, YAML and warnings.
         let cache = dir.join("cache");
         for step in ["first", "second"] {
-            let (fdata, yaml) = (
-                dir.join(format!("{step}.fdata")),
-                dir.join(format!("{step}.yaml")),
-            );
-            let out = pcmap(
-                &bin,
-                &prof,
-                &fdata,
-                &[
-                    "-w",
-                    yaml.to_str().unwrap(),
-                    "--scan-cache",
-                    cache.to_str().unwrap(),
-                    "-v=1",
-                ],
-            );
-            tk::assert_success("pcmap perf2bolt --scan-cache", &out);
+            let (out, fdata, yaml) = pcmap_with_scan_cache(&bin, &prof, &dir, step, &cache);
             let note = if step == "first" { "written" } else { "read" };
             assert!(
                 String::from_utf8_lossy(&out.stderr).contains(&format!(": {note}")),
@@ -573,12 +557,11 @@ fn padding_after_functions_matches_perf2bolt() {
                 String::from_utf8_lossy(&out.stderr)
             );
             assert_eq!(
-                std::fs::read_to_string(&fdata).unwrap(),
-                expected,
+                fdata, expected,
                 "{tag}, {step} run with --scan-cache: fdata"
             );
             assert_eq!(
-                std::fs::read_to_string(&yaml).unwrap(),
+                yaml,
                 std::fs::read_to_string(dir.join("p2b.yaml")).unwrap(),
                 "{tag}, {step} run with --scan-cache: YAML"
             );
@@ -610,6 +593,37 @@ fn padding_after_functions_matches_perf2bolt() {
             }
         }
     }
+}
+
+/// Run pcmap on `prof` with `--scan-cache cache` (and `-v=1`, so it says whether it read or
+/// wrote the cache), writing `step.fdata` and `step.yaml` into `dir`; it must succeed. Returns
+/// the run, the fdata and the YAML.
+fn pcmap_with_scan_cache(
+    bin: &Path,
+    prof: &Path,
+    dir: &Path,
+    step: &str,
+    cache: &Path,
+) -> (std::process::Output, String, String) {
+    let (fdata, yaml) = (
+        dir.join(format!("{step}.fdata")),
+        dir.join(format!("{step}.yaml")),
+    );
+    let out = pcmap(
+        bin,
+        prof,
+        &fdata,
+        &[
+            "-w",
+            yaml.to_str().unwrap(),
+            "--scan-cache",
+            cache.to_str().unwrap(),
+            "-v=1",
+        ],
+    );
+    tk::assert_success("pcmap perf2bolt --scan-cache", &out);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    (out, read(&fdata), read(&yaml))
 }
 
 /// Run perf2bolt 22 and pcmap on `prof` (pre-aggregated) with no other option, writing into
@@ -1316,33 +1330,9 @@ fn scan_cache_keeps_perf2bolts_output() {
     let expected_yaml = std::fs::read_to_string(&p2b_yaml).unwrap();
     let cache = dir.join("cache");
     let run = |step: &str, cache: &Path| -> String {
-        let (fdata, yaml) = (
-            dir.join(format!("{step}.fdata")),
-            dir.join(format!("{step}.yaml")),
-        );
-        let out = pcmap(
-            &bin,
-            &prof,
-            &fdata,
-            &[
-                "-w",
-                yaml.to_str().unwrap(),
-                "--scan-cache",
-                cache.to_str().unwrap(),
-                "-v=1",
-            ],
-        );
-        tk::assert_success("pcmap perf2bolt --scan-cache", &out);
-        assert_eq!(
-            std::fs::read_to_string(&fdata).unwrap(),
-            expected,
-            "{step}: fdata"
-        );
-        assert_eq!(
-            std::fs::read_to_string(&yaml).unwrap(),
-            expected_yaml,
-            "{step}: YAML"
-        );
+        let (out, fdata, yaml) = pcmap_with_scan_cache(&bin, &prof, &dir, step, cache);
+        assert_eq!(fdata, expected, "{step}: fdata");
+        assert_eq!(yaml, expected_yaml, "{step}: YAML");
         assert_eq!(
             support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
             support::stat_lines(&p2b_stdout),
