@@ -300,7 +300,9 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// BOLT prints "has invalid padding. Ignoring the function". (Without relocations its
     /// maximum size is cut to its size instead.)
     pub fn has_invalid_padding(&self, address: u64) -> bool {
-        self.relocation_mode() && self.rejected_padding.binary_search(&address).is_ok()
+        // The search first: the list is nearly always empty, and the mode is found by name
+        // among the sections (this is asked for every function).
+        self.rejected_padding.binary_search(&address).is_ok() && self.relocation_mode()
     }
 
     /// Start addresses of the functions whose padding BOLT rejects, in either mode (see

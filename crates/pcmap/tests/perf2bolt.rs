@@ -499,9 +499,9 @@ fn labels_inside_functions_match_perf2bolt() {
 /// within it in any mix, are padding; an `int3` after a NOP, another reserved-NOP opcode, a
 /// jump back, a `ret`, or a NOP cut short where the next function starts are not. Without
 /// relocations such a function's addresses end at its size; with them (`--emit-relocs`) BOLT
-/// ignores the function ("has invalid padding") and keeps its extent. Branches into and out of each padding give
-/// perf2bolt 22's fdata, YAML, statistics and warnings, in both modes, and so do later runs
-/// that take the padding verdicts from `--scan-cache`.
+/// ignores the function ("has invalid padding") and keeps its extent. Branches into and out of
+/// each padding give perf2bolt 22's fdata, YAML, statistics and warnings, in both modes, and so
+/// do later runs that take the padding verdicts from `--scan-cache`.
 #[test]
 fn padding_after_functions_matches_perf2bolt() {
     let pads = [

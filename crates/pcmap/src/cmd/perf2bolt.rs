@@ -355,12 +355,15 @@ pub fn run(args: Args) -> Result<()> {
     // one thread. An index kept by an earlier run on the same bytes holds the data references
     // and the verdicts of discovery's padding checks. They are moved out of it, not copied: the
     // aggregator takes the rest, and an index written again is made anew from the image.
-    let known_refs = cached
+    let (known_refs, known_paddings) = cached
         .as_mut()
-        .map(|index| std::mem::take(&mut index.data_references));
-    let known_paddings = cached
-        .as_mut()
-        .map(|index| std::mem::take(&mut index.rejected_paddings));
+        .map(|index| {
+            (
+                std::mem::take(&mut index.data_references),
+                std::mem::take(&mut index.rejected_paddings),
+            )
+        })
+        .unzip();
     let (image, (read, data_refs)) = rayon::join(
         || match &known_paddings {
             Some(rejected) => BoltFunctions::discover_knowing_paddings(&binary, rejected),
