@@ -903,14 +903,14 @@ fn set_max_sizes(
     rejected
 }
 
-/// Whether LLVM's disassembler, as BOLT uses it, decodes the instruction as a NOP: iced-x86's
-/// NOPs, and `0F 1F` whatever its ModRM `reg` field (LLVM's `nopl`/`nopw`; iced-x86 calls those
-/// with `reg` other than 0 reserved NOPs). The other reserved-NOP opcodes (`0F 18`–`0F 1E`) are
-/// not NOPs to LLVM.
-fn is_nop(insn: &Instruction) -> bool {
-    insn.mnemonic() == Mnemonic::Nop
+/// Whether BOLT takes an instruction iced-x86 decodes as `code` for a NOP (`isNoop` on what
+/// LLVM's disassembler decodes): iced-x86's NOPs, and `0F 1F` whatever its ModRM `reg` field
+/// (LLVM's `nopl`/`nopw`; iced-x86 calls those with `reg` other than 0 reserved NOPs). The other
+/// reserved-NOP opcodes (`0F 18`–`0F 1E`) are not NOPs to LLVM.
+pub fn is_nop(code: Code) -> bool {
+    code.mnemonic() == Mnemonic::Nop
         || matches!(
-            insn.code(),
+            code,
             Code::Reservednop_rm16_r16_0F1F
                 | Code::Reservednop_rm32_r32_0F1F
                 | Code::Reservednop_rm64_r64_0F1F
@@ -994,7 +994,7 @@ fn is_valid_padding<'data>(
                 OpKind::NearBranch64 | OpKind::NearBranch32 | OpKind::NearBranch16
             )
             && (next..=end).contains(&insn.near_branch_target());
-        if next > end || !(is_nop(&insn) || forward_jump) {
+        if next > end || !(is_nop(insn.code()) || forward_jump) {
             return false;
         }
         at += insn.len();

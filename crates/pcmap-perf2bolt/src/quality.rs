@@ -111,8 +111,9 @@ impl ProfileView {
     }
 }
 
+/// BOLT's NOPs ([`pcmap_binary::bolt::is_nop`]).
 fn is_nop(i: &Insn) -> bool {
-    i.code.mnemonic() == iced_x86::Mnemonic::Nop
+    pcmap_binary::bolt::is_nop(i.code)
 }
 
 /// BOLT's `isCall`: calls and tail calls.
