@@ -12,7 +12,8 @@ use crate::section::{
     Compression, CompressionFormat, SHF_ALLOC, SHF_COMPRESSED, SHT_NOBITS, SHT_NOTE, Section,
 };
 use crate::symbols::{
-    FunctionSymbol, FunctionTable, NamingKind, NamingSymbol, Symbol, SymbolKind, bolt_names,
+    BoltNames, FunctionSymbol, FunctionTable, NamingKind, NamingSymbol, NamingTable, Symbol,
+    SymbolKind, bolt_names,
 };
 use crate::x86::InstructionIter;
 
@@ -772,10 +773,10 @@ where
         .section(symtab.string_section())
         .map(|s| (s.sh_offset(endian).into(), s.sh_size(endian).into()))
         .unwrap_or((0u64, 0u64));
-    let is_plt = |name: &str| matches!(name, ".plt" | ".plt.got" | ".plt.sec" | ".iplt");
 
-    let mut naming = Vec::with_capacity(symtab.len());
-    let mut funcs = Vec::new();
+    // Sized for the whole table: pages past what is written are never touched, and growing by
+    // doubling would copy a large binary's list several times.
+    let mut funcs = Vec::with_capacity(symtab.len());
     let mut all_symbols: Vec<Symbol<'data>> = Vec::with_capacity(symtab.len());
     let mut current_file: Option<&'data str> = None;
     // The file BOLT ties locals to: LTO's artificial `ld-temp.o` does not count.
@@ -804,7 +805,8 @@ where
         let shndx = sym.st_shndx(endian);
         let section_index = symtab
             .symbol_section(endian, sym, sym_index)
-            .map_err(object_error(&format!("section index of symbol {i}"), 0))?
+            // The error's text is made only on failure: this runs once per symbol.
+            .map_err(|e| malformed(format!("section index of symbol {i}"), 0, e.to_string()))?
             .map(|s| s.0);
         let is_undefined = shndx == elf::SHN_UNDEF;
         let is_absolute = shndx == elf::SHN_ABS;
@@ -823,35 +825,10 @@ where
                 "not valid UTF-8",
             )
         })?;
-        let section = section_index.and_then(|s| sections.get(s));
-        let kind = match st_type {
-            // LLVM's reader calls STT_GNU_IFUNC "other", so BOLT never names a function after one.
-            elf::STT_FUNC => NamingKind::Function,
-            elf::STT_SECTION => NamingKind::Section,
-            elf::STT_FILE => NamingKind::File,
-            _ => NamingKind::Other,
-        };
-        let address: u64 = sym.st_value(endian).into();
-        naming.push(NamingSymbol {
-            index: i,
-            // LLVM's reader reports a section symbol by its section's name.
-            name: if kind == NamingKind::Section {
-                section.map_or("", |s| s.name)
-            } else {
-                name
-            },
-            address,
-            kind,
-            is_local: st_bind == elf::STB_LOCAL,
-            is_undefined,
-            is_absolute,
-            in_alloc_section: section.is_some_and(|s| s.flags & SHF_ALLOC != 0),
-            in_plt_section: section.is_some_and(|s| is_plt(s.name)),
-        });
         all_symbols.push(Symbol {
             index: i,
             name,
-            address,
+            address: sym.st_value(endian).into(),
             size: sym.st_size(endian).into(),
             kind: match st_type {
                 elf::STT_NOTYPE => SymbolKind::NoType,
@@ -871,7 +848,7 @@ where
             bolt_name: None,
             bolt_file_name: None,
         });
-        if kind == NamingKind::File {
+        if st_type == elf::STT_FILE {
             current_file = Some(name);
             if !is_undefined && name != "ld-temp.o" {
                 bolt_file = Some(name);
@@ -890,13 +867,10 @@ where
             });
         }
     }
-    for (index, (primary, alt)) in bolt_names(&naming) {
-        // `all_symbols` is in table order: entry `index` is symbol `index`.
-        if let Some(s) = all_symbols.get_mut(index) {
-            s.bolt_name = Some(primary);
-            s.bolt_file_name = alt;
-        }
-    }
+    bolt_names(&mut ParsedSymbols {
+        symbols: &mut all_symbols,
+        sections: &sections,
+    });
     // `.dynsym` names by index, for PLT entries (`.rela.plt` refers to `.dynsym`).
     let dynamic_symbol_names = if from_dynsym {
         all_symbols.iter().map(|s| s.name).collect()
@@ -956,6 +930,54 @@ where
         symbols_from_dynsym: from_dynsym,
         release: Release::default(),
     })
+}
+
+/// The parsed symbol table (in table order: entry `index` is symbol `index`) as BOLT's naming
+/// pass sees it.
+struct ParsedSymbols<'a, 'data> {
+    symbols: &'a mut [Symbol<'data>],
+    sections: &'a [Section<'data>],
+}
+
+impl<'data> NamingTable<'data> for ParsedSymbols<'_, 'data> {
+    fn len(&self) -> usize {
+        self.symbols.len()
+    }
+
+    fn symbol(&self, index: usize) -> NamingSymbol<'data> {
+        let s = &self.symbols[index];
+        let section = s.section_index.and_then(|i| self.sections.get(i));
+        let kind = match s.kind {
+            // LLVM's reader calls STT_GNU_IFUNC "other", so BOLT never names a function after one.
+            SymbolKind::Function => NamingKind::Function,
+            SymbolKind::Section => NamingKind::Section,
+            SymbolKind::File => NamingKind::File,
+            _ => NamingKind::Other,
+        };
+        NamingSymbol {
+            // LLVM's reader reports a section symbol by its section's name.
+            name: if kind == NamingKind::Section {
+                section.map_or("", |s| s.name)
+            } else {
+                s.name
+            },
+            address: s.address,
+            kind,
+            is_local: s.is_local,
+            is_undefined: s.is_undefined,
+            is_absolute: s.is_absolute,
+            in_alloc_section: section.is_some_and(|s| s.flags & SHF_ALLOC != 0),
+            in_plt_section: section
+                .is_some_and(|s| matches!(s.name, ".plt" | ".plt.got" | ".plt.sec" | ".iplt")),
+            file: s.file,
+        }
+    }
+
+    fn set_names(&mut self, index: usize, (primary, alt): BoltNames<'data>) {
+        let s = &mut self.symbols[index];
+        s.bolt_name = Some(primary);
+        s.bolt_file_name = alt;
+    }
 }
 
 /// `DT_FLAGS_1 & DF_1_PIE` in `.dynamic` (static-pie executables have no `PT_INTERP`).

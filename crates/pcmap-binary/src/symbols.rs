@@ -192,10 +192,9 @@ impl<'data> FunctionTable<'data> {
     }
 }
 
-/// What BOLT's naming pass needs to know about every symbol of the table, in table order.
+/// What BOLT's naming pass needs to know about one symbol of the table.
 #[derive(Debug, Clone)]
 pub(crate) struct NamingSymbol<'data> {
-    pub(crate) index: usize,
     /// Stored name; for `STT_SECTION` symbols the section's name (as LLVM's reader reports it).
     pub(crate) name: &'data str,
     pub(crate) address: u64,
@@ -207,6 +206,8 @@ pub(crate) struct NamingSymbol<'data> {
     pub(crate) in_alloc_section: bool,
     /// The symbol's section is a PLT section (`.plt`, `.plt.got`, `.plt.sec`, `.iplt`).
     pub(crate) in_plt_section: bool,
+    /// The file a defined local symbol is tied to ([`Symbol::file`]).
+    pub(crate) file: Option<&'data str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,12 +222,25 @@ pub(crate) enum NamingKind {
 /// and, for a local function with a file symbol, the alternative `name/file/N`.
 pub(crate) type BoltNames<'data> = (Cow<'data, str>, Option<String>);
 
-/// BOLT's names for every symbol it names, as `(symbol index, names)`, in naming order.
+/// The symbol table as BOLT's naming pass reads and names it: symbols by index (entry 0 the null
+/// symbol), each seen through [`NamingSymbol`] (made on demand: a large binary has hundreds of
+/// thousands of symbols, and a list of views would be tens of megabytes of fresh pages).
+pub(crate) trait NamingTable<'data> {
+    /// The number of entries.
+    fn len(&self) -> usize;
+    /// Entry `index` (below [`NamingTable::len`]).
+    fn symbol(&self, index: usize) -> NamingSymbol<'data>;
+    /// Give entry `index` its names.
+    fn set_names(&mut self, index: usize, names: BoltNames<'data>);
+}
+
+/// Give every symbol of `table` that BOLT names its names, in naming order.
 ///
 /// BOLT (`RewriteInstance::discoverFileObjects` in LLVM 22) names symbols like this, and perf2bolt
 /// writes the same names into fdata and YAML profiles:
 /// 1. Walking the symbol table in order, every `STT_FILE` symbol (except LTO's artificial
-///    `ld-temp.o`) becomes the current file; each later defined local symbol is tied to it.
+///    `ld-temp.o`) becomes the current file; each later defined local symbol is tied to it
+///    ([`Symbol::file`], which the parse finds: [`NamingSymbol::file`]).
 /// 2. Symbols that live in memory (absolute, or in an `SHF_ALLOC` section; not `STT_FILE`, not
 ///    undefined) are stably sorted by address; at one address functions come first and section
 ///    symbols last.
@@ -235,53 +249,27 @@ pub(crate) type BoltNames<'data> = (Cow<'data, str>, Option<String>);
 ///    where K counts the locals named `n` seen so far (starting at 1), and a local function
 ///    tied to file `f` also gets the alternative `n/f/K'` with its own counter for `n/f`.
 ///    Names starting with `.L` are prefixed with `PG` first; empty names become `ANONYMOUS.i`.
-pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, BoltNames<'data>)> {
-    // Indexed by symbol index (dense: the table's order), not hashed: a large binary has
-    // hundreds of thousands of symbols.
-    let slots = symbols.iter().map(|s| s.index + 1).max().unwrap_or(0);
-    let mut file_of: Vec<Option<&'data str>> = vec![None; slots];
-    let mut current_file: Option<&'data str> = None;
-    for s in symbols {
-        if s.is_undefined {
-            continue;
-        }
-        if s.kind == NamingKind::File {
-            if s.name != "ld-temp.o" {
-                current_file = Some(s.name);
-            }
-            continue;
-        }
-        if let Some(f) = current_file.filter(|f| !f.is_empty())
-            && s.is_local
-        {
-            file_of[s.index] = Some(f);
-        }
-    }
-
+pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
     // Rank at equal addresses: functions, then others, then section symbols. (BOLT's comparator
-    // is this order expressed pairwise.) The symbol index last: the stable order, sorted faster.
-    // The keys are sorted beside the symbols: comparing through references would chase
-    // pointers all over the table.
-    let rank = |k: NamingKind| match k {
-        NamingKind::Function => 0u8,
-        NamingKind::Section => 2,
-        _ => 1,
+    // is this order expressed pairwise.) The symbol index last: the stable order. Rank and index
+    // share one word, so that the keys sorted are two words and hold no reference.
+    const RANK_SHIFT: u32 = 62;
+    let rank = |k: NamingKind| -> u64 {
+        match k {
+            NamingKind::Function => 0,
+            NamingKind::Section => 2,
+            _ => 1,
+        }
     };
+    let n = table.len();
     // Sized up front: collecting a filtered iterator would grow the vector by doubling.
-    let mut keyed: Vec<((u64, u8, usize), &NamingSymbol<'data>)> =
-        Vec::with_capacity(symbols.len());
-    keyed.extend(
-        symbols
-            .iter()
-            .filter(|s| {
-                s.kind != NamingKind::File
-                    && (s.is_absolute || (!s.is_undefined && s.in_alloc_section))
-            })
-            .map(|s| ((s.address, rank(s.kind), s.index), s)),
-    );
-    keyed.sort_unstable_by_key(|&(key, _)| key);
-    let keyed_len = keyed.len();
-    let sorted = keyed.into_iter().map(|(_, s)| s);
+    let mut keyed: Vec<(u64, u64)> = Vec::with_capacity(n);
+    keyed.extend((0..n).filter_map(|i| {
+        let s = table.symbol(i);
+        (s.kind != NamingKind::File && (s.is_absolute || (!s.is_undefined && s.in_alloc_section)))
+            .then(|| (s.address, rank(s.kind) << RANK_SHIFT | i as u64))
+    }));
+    keyed.sort_unstable();
 
     // One counter per name, shared by primary names and `name/file` prefixes as in BOLT. Keys
     // borrow the file's strings where they can: a large binary has hundreds of thousands.
@@ -307,8 +295,9 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
         unique
     };
     let mut anonymous = 0u64;
-    let mut names = Vec::with_capacity(keyed_len);
-    for s in sorted {
+    for (_, ranked) in keyed {
+        let index = (ranked & ((1 << RANK_SHIFT) - 1)) as usize;
+        let s = table.symbol(index);
         if s.is_undefined || s.address == 0 || s.name == "__hot_start" || s.name == "__hot_end" {
             continue;
         }
@@ -320,7 +309,7 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
         } else {
             Cow::Borrowed(s.name)
         };
-        let entry = if name.is_empty() {
+        let names = if name.is_empty() {
             let n = format!("ANONYMOUS.{anonymous}");
             anonymous += 1;
             (Cow::Owned(n), None)
@@ -328,7 +317,7 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
             // A global keeps its name: borrowed from the file, not copied.
             (name, None)
         } else {
-            let alt_prefix = match (s.kind, file_of[s.index]) {
+            let alt_prefix = match (s.kind, s.file) {
                 (NamingKind::Function, Some(f)) => {
                     let mut prefix = String::with_capacity(name.len() + 1 + f.len());
                     prefix.push_str(&name);
@@ -344,24 +333,38 @@ pub(crate) fn bolt_names<'data>(symbols: &[NamingSymbol<'data>]) -> Vec<(usize, 
                 alt_prefix.map(|p| uniquify(Cow::Owned(p))),
             )
         };
-        names.push((s.index, entry));
+        table.set_names(index, names);
     }
-    names
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A table of naming views, and the names given to them.
+    struct Table(Vec<NamingSymbol<'static>>, Vec<Option<BoltNames<'static>>>);
+
+    impl NamingTable<'static> for Table {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn symbol(&self, index: usize) -> NamingSymbol<'static> {
+            self.0[index].clone()
+        }
+        fn set_names(&mut self, index: usize, names: BoltNames<'static>) {
+            assert!(self.1[index].is_none(), "symbol {index} named twice");
+            self.1[index] = Some(names);
+        }
+    }
+
     fn sym(
-        index: usize,
         name: &'static str,
         address: u64,
         kind: NamingKind,
         is_local: bool,
+        file: Option<&'static str>,
     ) -> NamingSymbol<'static> {
         NamingSymbol {
-            index,
             name,
             address,
             kind,
@@ -370,23 +373,29 @@ mod tests {
             is_absolute: false,
             in_alloc_section: kind != NamingKind::File,
             in_plt_section: false,
+            file,
         }
     }
 
     #[test]
     fn locals_count_per_name_in_address_order() {
         let syms = vec![
-            sym(1, "a.c", 0, NamingKind::File, true),
-            sym(2, "helper", 0x2000, NamingKind::Function, true),
-            sym(3, "b.c", 0, NamingKind::File, true),
-            sym(4, "helper", 0x1000, NamingKind::Function, true),
-            sym(5, "helper", 0x3000, NamingKind::Other, true),
-            sym(6, "main", 0x1800, NamingKind::Function, false),
+            NamingSymbol {
+                is_undefined: true,
+                ..sym("", 0, NamingKind::Other, true, None)
+            },
+            sym("a.c", 0, NamingKind::File, true, None),
+            sym("helper", 0x2000, NamingKind::Function, true, Some("a.c")),
+            sym("b.c", 0, NamingKind::File, true, None),
+            sym("helper", 0x1000, NamingKind::Function, true, Some("b.c")),
+            sym("helper", 0x3000, NamingKind::Other, true, Some("b.c")),
+            sym("main", 0x1800, NamingKind::Function, false, None),
         ];
-        let names = bolt_names(&syms);
-        let entry = |i: usize| &names.iter().find(|(j, _)| *j == i).unwrap().1;
+        let n = syms.len();
+        let mut table = Table(syms, vec![None; n]);
+        bolt_names(&mut table);
         let name = |i: usize| {
-            let (primary, alt) = entry(i).clone();
+            let (primary, alt) = table.1[i].clone().unwrap();
             (primary.into_owned(), alt)
         };
         assert_eq!(
@@ -400,7 +409,9 @@ mod tests {
         assert_eq!(name(5), ("helper/3".to_string(), None));
         assert_eq!(name(6), ("main".to_string(), None));
         // A global's name is the file's own string, not a copy.
-        assert!(matches!(entry(6).0, Cow::Borrowed(_)));
+        assert!(matches!(table.1[6].as_ref().unwrap().0, Cow::Borrowed(_)));
+        // The null symbol and file symbols get no name.
+        assert!(table.1[0].is_none() && table.1[1].is_none() && table.1[3].is_none());
     }
 
     #[test]
