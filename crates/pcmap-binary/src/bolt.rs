@@ -231,8 +231,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         }
         let mut known: Vec<(u64, u64)> = functions.iter().map(|f| (f.address, f.size)).collect();
         known.sort_unstable();
+        // Both lists in address order: the functions starting at or before each FDE are found
+        // by walking forward, not by a search per FDE.
+        let mut i = 0;
         for &(address, size) in &fdes {
-            let i = known.partition_point(|f| f.0 <= address);
+            while known.get(i).is_some_and(|f| f.0 <= address) {
+                i += 1;
+            }
             let covered = i
                 .checked_sub(1)
                 .and_then(|j| known.get(j))
@@ -592,7 +597,9 @@ fn functions_of_symbols<'b, 'data>(
     Vec<u64>,
 ) {
     let in_code = |a: u64| binary.code_section_at(a).is_some();
-    let mut functions: Vec<BoltFunction<'b>> = Vec::new();
+    // Sized for every symbol: growing by doubling would copy a large binary's list several
+    // times, and the pages past its end are never touched.
+    let mut functions: Vec<BoltFunction<'b>> = Vec::with_capacity(binary.symbols().len());
     // Symbols in address order (symbol-table order at one address).
     // Sorted with their keys beside them: comparing through the references would chase
     // pointers all over the symbol table.

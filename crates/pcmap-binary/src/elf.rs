@@ -139,6 +139,59 @@ pub struct Binary<'data> {
     symbols_from_dynsym: bool,
     /// Told about bytes a pass has finished reading ([`Binary::set_release`]).
     release: Release<'data>,
+    /// Where the code sections are, for [`Binary::code_section_at`].
+    code_ranges: CodeRanges,
+}
+
+/// The code sections ([`Binary::code_sections`]) as `(start, size, index in sections)`, for
+/// finding the one containing an address: that is asked for every symbol, FDE and profiled
+/// address, and a file has dozens of sections. Sorted by start and searched when no two
+/// overlap (as in any linked file); else in file order and walked, the first containing the
+/// address found.
+#[derive(Debug, Default)]
+struct CodeRanges {
+    ranges: Vec<(u64, u64, usize)>,
+    sorted: bool,
+}
+
+impl CodeRanges {
+    fn new(file_order: impl Iterator<Item = (u64, u64, usize)>) -> Self {
+        let in_file_order: Vec<(u64, u64, usize)> = file_order.collect();
+        let mut ranges = in_file_order.clone();
+        ranges.sort_unstable();
+        // Disjoint: each range ends at or before the next starts (an end past the top of the
+        // address space overlaps whatever follows).
+        let disjoint = ranges
+            .windows(2)
+            .all(|w| w[0].0.checked_add(w[0].1).is_some_and(|end| end <= w[1].0));
+        if disjoint {
+            CodeRanges {
+                ranges,
+                sorted: true,
+            }
+        } else {
+            CodeRanges {
+                ranges: in_file_order,
+                sorted: false,
+            }
+        }
+    }
+
+    /// The section index of the range containing `address`.
+    fn find(&self, address: u64) -> Option<usize> {
+        let contains =
+            |&(start, size, _): &(u64, u64, usize)| address >= start && address - start < size;
+        if self.sorted {
+            let i = self
+                .ranges
+                .partition_point(|r| r.0 <= address)
+                .checked_sub(1)?;
+            let r = &self.ranges[i];
+            contains(r).then_some(r.2)
+        } else {
+            self.ranges.iter().find(|r| contains(r)).map(|r| r.2)
+        }
+    }
 }
 
 /// A function symbol's fields a [`Symbol`] does not have ([`Binary::function_table`]).
@@ -356,10 +409,11 @@ impl<'data> Binary<'data> {
         })
     }
 
-    /// The code section containing `address`.
+    /// The code section containing `address` (the first in file order, should two overlap).
     pub fn code_section_at(&self, address: u64) -> Option<&Section<'data>> {
-        self.code_sections()
-            .find(|s| address >= s.address && address - s.address < s.size)
+        self.code_ranges
+            .find(address)
+            .and_then(|i| self.sections.get(i))
     }
 
     /// Up to `len` code bytes at `address`: the bytes of the code section containing `address`,
@@ -409,6 +463,13 @@ impl<'data> Binary<'data> {
         } else {
             u64::from_be_bytes(b)
         })
+    }
+
+    /// `self` with its [`CodeRanges`] made from its sections.
+    fn with_code_ranges(mut self) -> Self {
+        self.code_ranges =
+            CodeRanges::new(self.code_sections().map(|s| (s.address, s.size, s.index)));
+        self
     }
 
     /// True if the code's link-time relocations were kept (a `.rela.text` or `.rel.text`
@@ -929,7 +990,9 @@ where
         dynamic_symbol_names,
         symbols_from_dynsym: from_dynsym,
         release: Release::default(),
-    })
+        code_ranges: CodeRanges::default(),
+    }
+    .with_code_ranges())
 }
 
 /// The parsed symbol table (in table order: entry `index` is symbol `index`) as BOLT's naming
@@ -1004,4 +1067,56 @@ fn dynamic_has_pie_flag(sections: &[Section<'_>], is_64: bool, endian: Endiannes
         .chunks_exact(2 * word)
         .map(|e| (read(&e[..word]), read(&e[word..])))
         .any(|(tag, val)| tag == DT_FLAGS_1 && val & DF_1_PIE != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CodeRanges;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The search finds what a walk in file order finds: the first range containing the
+        /// address, whether the ranges overlap or not.
+        #[test]
+        fn code_ranges_find_the_first_containing_range(
+            ranges in proptest::collection::vec((0u64..400, 1u64..120), 0..8),
+            top in proptest::bool::ANY,
+            addresses in proptest::collection::vec(0u64..600, 1..40),
+        ) {
+            let mut ranges: Vec<(u64, u64, usize)> = ranges
+                .into_iter()
+                .enumerate()
+                .map(|(i, (start, size))| (start, size, i))
+                .collect();
+            if top {
+                ranges.push((u64::MAX - 10, 20, ranges.len()));
+            }
+            let index = CodeRanges::new(ranges.iter().copied());
+            let walk = |a: u64| {
+                ranges
+                    .iter()
+                    .find(|&&(start, size, _)| a >= start && a - start < size)
+                    .map(|r| r.2)
+            };
+            for a in addresses.into_iter().chain([u64::MAX, u64::MAX - 10, u64::MAX - 11]) {
+                prop_assert_eq!(index.find(a), walk(a), "address {}", a);
+            }
+        }
+
+        /// Disjoint ranges are searched, not walked.
+        #[test]
+        fn disjoint_ranges_are_sorted(
+            gaps in proptest::collection::vec((0u64..50, 1u64..50), 1..10),
+        ) {
+            let mut start = 0;
+            let mut ranges = Vec::new();
+            for (i, (gap, size)) in gaps.into_iter().enumerate() {
+                start += gap;
+                ranges.push((start, size, i));
+                start += size;
+            }
+            ranges.reverse();
+            prop_assert!(CodeRanges::new(ranges.into_iter()).sorted);
+        }
+    }
 }
