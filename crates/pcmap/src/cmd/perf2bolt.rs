@@ -310,8 +310,10 @@ pub fn run(args: Args) -> Result<()> {
     // resident when only the profiled code is read again.
     let release = |bytes: &[u8]| bin_file.release_bytes(bytes);
     // The parse runs on one thread. Beside it: the scan cache's key, which hashes the whole
-    // file, and pre-aggregated profiles, which need nothing from the binary (perf.data does: its
-    // mappings are matched against the binary).
+    // file, or else pre-aggregated profiles, which need nothing from the binary (perf.data does:
+    // its mappings are matched against the binary). With a scan cache the profiles are read
+    // beside function discovery instead: the key and the index balance the parse, and discovery
+    // (mostly one thread, and needing the index) would otherwise leave the other core idle.
     let timed_read = |read: &dyn Fn() -> Result<_>| {
         let started = std::time::Instant::now();
         let inputs = read();
@@ -329,7 +331,7 @@ pub fn run(args: Args) -> Result<()> {
                     })
                 },
                 || {
-                    args.pre_aggregated.then(|| {
+                    (args.pre_aggregated && args.scan_cache.is_none()).then(|| {
                         timed_read(&|| {
                             crate::inputs::read_preaggregated_files(
                                 &args.profiles,
