@@ -61,13 +61,29 @@ pub struct ScanIndex {
 /// (start, size, extent, kind) and whether the binary is in relocation mode. An index made on
 /// another model does not fit it.
 fn fingerprint(image: &BoltFunctions<'_, '_>) -> u64 {
+    fingerprint_of(image.relocation_mode(), image.functions())
+}
+
+/// [`fingerprint`] of the functions `functions` found in relocation mode or not: xxh3-64 of the
+/// mode's byte, then each function's address, size and maximum size (little-endian) and kind.
+fn fingerprint_of(
+    relocation_mode: bool,
+    functions: &[pcmap_binary::bolt::BoltFunction<'_>],
+) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&[u8::from(image.relocation_mode())]);
-    for f in image.functions() {
-        h.update(&f.address.to_le_bytes());
-        h.update(&f.size.to_le_bytes());
-        h.update(&f.max_size.to_le_bytes());
-        h.update(&[f.kind as u8]);
+    h.update(&[u8::from(relocation_mode)]);
+    // The same bytes as one update per field, handed over a block at a time: four calls per
+    // function cost more than the hashing on a large binary.
+    const FIELDS: usize = 25;
+    let mut block = [0u8; FIELDS * 128];
+    for functions in functions.chunks(128) {
+        for (f, out) in functions.iter().zip(block.chunks_exact_mut(FIELDS)) {
+            out[..8].copy_from_slice(&f.address.to_le_bytes());
+            out[8..16].copy_from_slice(&f.size.to_le_bytes());
+            out[16..24].copy_from_slice(&f.max_size.to_le_bytes());
+            out[24] = f.kind as u8;
+        }
+        h.update(&block[..functions.len() * FIELDS]);
     }
     h.digest()
 }
@@ -276,6 +292,38 @@ fn write_list(out: &mut Vec<u8>, list: &[u64]) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The fingerprint is xxh3 of the bytes its doc names, however they are handed over.
+        #[test]
+        fn fingerprint_hashes_each_functions_fields(
+            functions in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>()), 0..300),
+            relocation_mode in any::<bool>(),
+        ) {
+            use pcmap_binary::bolt::{BoltFunction, FunctionKind};
+            let functions: Vec<BoltFunction<'_>> = functions
+                .into_iter()
+                .map(|(address, size, max_size, plt)| BoltFunction {
+                    names: vec!["f".into()],
+                    address,
+                    size,
+                    max_size,
+                    kind: if plt { FunctionKind::Plt } else { FunctionKind::Regular },
+                })
+                .collect();
+            let mut bytes = vec![u8::from(relocation_mode)];
+            for f in &functions {
+                bytes.extend_from_slice(&f.address.to_le_bytes());
+                bytes.extend_from_slice(&f.size.to_le_bytes());
+                bytes.extend_from_slice(&f.max_size.to_le_bytes());
+                bytes.push(f.kind as u8);
+            }
+            prop_assert_eq!(
+                fingerprint_of(relocation_mode, &functions),
+                xxhash_rust::xxh3::xxh3_64(&bytes)
+            );
+        }
+    }
 
     fn index(refs: Vec<u64>, starts: Vec<u64>, jumps: Vec<u32>, key: u128) -> ScanIndex {
         with_data(refs, starts, jumps, vec![], vec![], key)
