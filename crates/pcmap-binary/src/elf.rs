@@ -148,7 +148,7 @@ pub struct Binary<'data> {
 /// address, and a file has dozens of sections. Sorted by start and searched when no two
 /// overlap (as in any linked file); else in file order and walked, the first containing the
 /// address found.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CodeRanges {
     ranges: Vec<(u64, u64, usize)>,
     sorted: bool,
@@ -399,14 +399,7 @@ impl<'data> Binary<'data> {
     /// Sections holding loaded code: `SHT_PROGBITS`, `SHF_ALLOC | SHF_EXECINSTR`, at a non-zero
     /// address with a non-zero size.
     pub fn code_sections(&self) -> impl Iterator<Item = &Section<'data>> + '_ {
-        const SHT_PROGBITS: u32 = 1;
-        self.sections.iter().filter(|s| {
-            s.sh_type == SHT_PROGBITS
-                && s.is_alloc()
-                && s.is_executable()
-                && s.address != 0
-                && s.size != 0
-        })
+        code_sections(&self.sections)
     }
 
     /// The code section containing `address` (the first in file order, should two overlap).
@@ -463,13 +456,6 @@ impl<'data> Binary<'data> {
         } else {
             u64::from_be_bytes(b)
         })
-    }
-
-    /// `self` with its [`CodeRanges`] made from its sections.
-    fn with_code_ranges(mut self) -> Self {
-        self.code_ranges =
-            CodeRanges::new(self.code_sections().map(|s| (s.address, s.size, s.index)));
-        self
     }
 
     /// True if the code's link-time relocations were kept (a `.rela.text` or `.rel.text`
@@ -980,7 +966,6 @@ where
         kind,
         machine,
         entry: header.e_entry(endian).into(),
-        sections,
         segments,
         notes,
         note_errors,
@@ -990,9 +975,25 @@ where
         dynamic_symbol_names,
         symbols_from_dynsym: from_dynsym,
         release: Release::default(),
-        code_ranges: CodeRanges::default(),
-    }
-    .with_code_ranges())
+        code_ranges: CodeRanges::new(
+            code_sections(&sections).map(|s| (s.address, s.size, s.index)),
+        ),
+        sections,
+    })
+}
+
+/// [`Binary::code_sections`] of `sections`.
+fn code_sections<'a, 'data>(
+    sections: &'a [Section<'data>],
+) -> impl Iterator<Item = &'a Section<'data>> + 'a {
+    const SHT_PROGBITS: u32 = 1;
+    sections.iter().filter(|s| {
+        s.sh_type == SHT_PROGBITS
+            && s.is_alloc()
+            && s.is_executable()
+            && s.address != 0
+            && s.size != 0
+    })
 }
 
 /// The parsed symbol table (in table order: entry `index` is symbol `index`) as BOLT's naming

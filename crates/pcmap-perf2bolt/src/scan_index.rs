@@ -75,8 +75,9 @@ fn fingerprint_of(
     // The same bytes as one update per field, handed over a block at a time: four calls per
     // function cost more than the hashing on a large binary.
     const FIELDS: usize = 25;
-    let mut block = [0u8; FIELDS * 128];
-    for functions in functions.chunks(128) {
+    const PER_BLOCK: usize = 128;
+    let mut block = [0u8; FIELDS * PER_BLOCK];
+    for functions in functions.chunks(PER_BLOCK) {
         for (f, out) in functions.iter().zip(block.chunks_exact_mut(FIELDS)) {
             out[..8].copy_from_slice(&f.address.to_le_bytes());
             out[8..16].copy_from_slice(&f.size.to_le_bytes());
