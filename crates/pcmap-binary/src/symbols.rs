@@ -261,14 +261,24 @@ pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
             _ => 1,
         }
     };
+    // Only locals (counted per name) and empty names (numbered) depend on the order of step 3.
+    // Every other symbol is named here, in table order, which reads the table front to back:
+    // in a large C++ binary most symbols are global, and visiting them in address order cost a
+    // cache miss each, besides sorting them.
     let n = table.len();
-    // Sized up front: collecting a filtered iterator would grow the vector by doubling.
-    let mut keyed: Vec<(u64, u64)> = Vec::with_capacity(n);
-    keyed.extend((0..n).filter_map(|i| {
+    let mut keyed: Vec<(u64, u64)> = Vec::new();
+    for i in 0..n {
         let s = table.symbol(i);
-        (s.kind != NamingKind::File && (s.is_absolute || (!s.is_undefined && s.in_alloc_section)))
-            .then(|| (s.address, rank(s.kind) << RANK_SHIFT | i as u64))
-    }));
+        if s.kind == NamingKind::File || !(s.is_absolute || (!s.is_undefined && s.in_alloc_section))
+        {
+            continue;
+        }
+        if s.is_local || s.name.is_empty() {
+            keyed.push((s.address, rank(s.kind) << RANK_SHIFT | i as u64));
+        } else if is_named(&s) {
+            table.set_names(i, (pg_prefixed(s.name), None));
+        }
+    }
     keyed.sort_unstable();
 
     // One counter per name, shared by primary names and `name/file` prefixes as in BOLT. Keys
@@ -298,25 +308,16 @@ pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
     for (_, ranked) in keyed {
         let index = (ranked & ((1 << RANK_SHIFT) - 1)) as usize;
         let s = table.symbol(index);
-        if s.is_undefined || s.address == 0 || s.name == "__hot_start" || s.name == "__hot_end" {
+        if !is_named(&s) {
             continue;
         }
-        if s.kind == NamingKind::Section && s.in_plt_section {
-            continue;
-        }
-        let name: Cow<'data, str> = if s.name.starts_with(".L") {
-            Cow::Owned(format!("PG{}", s.name))
-        } else {
-            Cow::Borrowed(s.name)
-        };
+        let name = pg_prefixed(s.name);
         let names = if name.is_empty() {
             let n = format!("ANONYMOUS.{anonymous}");
             anonymous += 1;
             (Cow::Owned(n), None)
-        } else if !s.is_local {
-            // A global keeps its name: borrowed from the file, not copied.
-            (name, None)
         } else {
+            // A local: the only symbols besides empty names in this walk.
             let alt_prefix = match (s.kind, s.file) {
                 (NamingKind::Function, Some(f)) => {
                     let mut prefix = String::with_capacity(name.len() + 1 + f.len());
@@ -334,6 +335,26 @@ pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
             )
         };
         table.set_names(index, names);
+    }
+}
+
+/// Whether BOLT names a symbol that lives in memory (step 3 of [`bolt_names`]): not undefined,
+/// not at address 0, not `__hot_start`/`__hot_end`, not the section symbol of a PLT section.
+fn is_named(s: &NamingSymbol<'_>) -> bool {
+    !(s.is_undefined
+        || s.address == 0
+        || s.name == "__hot_start"
+        || s.name == "__hot_end"
+        || (s.kind == NamingKind::Section && s.in_plt_section))
+}
+
+/// `name`, with `PG` before it when it starts with `.L` (BOLT's private-global prefix); a global
+/// keeps it borrowed from the file, not copied.
+fn pg_prefixed(name: &str) -> Cow<'_, str> {
+    if name.starts_with(".L") {
+        Cow::Owned(format!("PG{name}"))
+    } else {
+        Cow::Borrowed(name)
     }
 }
 
@@ -443,5 +464,108 @@ mod tests {
         assert_eq!(t.primary(t.function_at(0x2f).unwrap()).name, "b");
         assert!(t.function_at(0x30).is_none());
         assert!(t.function_at(0x0).is_none());
+    }
+
+    /// BOLT's naming rule as its documentation states it ([`bolt_names`]): every symbol in
+    /// memory sorted by (address, rank, index) and named in that order. The function under test
+    /// names most symbols in table order instead; the names must not differ.
+    fn names_in_address_order(syms: &[NamingSymbol<'static>]) -> Vec<Option<BoltNames<'static>>> {
+        let rank = |k: NamingKind| match k {
+            NamingKind::Function => 0,
+            NamingKind::Section => 2,
+            _ => 1,
+        };
+        let mut order: Vec<usize> = (0..syms.len())
+            .filter(|&i| {
+                let s = &syms[i];
+                s.kind != NamingKind::File
+                    && (s.is_absolute || (!s.is_undefined && s.in_alloc_section))
+            })
+            .collect();
+        order.sort_by_key(|&i| (syms[i].address, rank(syms[i].kind), i));
+        let mut counters: std::collections::HashMap<String, u64> = Default::default();
+        let mut count = |name: &str| {
+            let n = counters.entry(name.to_string()).or_default();
+            *n += 1;
+            format!("{name}/{n}")
+        };
+        let mut anonymous = 0;
+        let mut out = vec![None; syms.len()];
+        for i in order {
+            let s = &syms[i];
+            if s.is_undefined
+                || s.address == 0
+                || s.name == "__hot_start"
+                || s.name == "__hot_end"
+                || (s.kind == NamingKind::Section && s.in_plt_section)
+            {
+                continue;
+            }
+            let name = if s.name.starts_with(".L") {
+                format!("PG{}", s.name)
+            } else {
+                s.name.to_string()
+            };
+            out[i] = Some(if name.is_empty() {
+                anonymous += 1;
+                (Cow::Owned(format!("ANONYMOUS.{}", anonymous - 1)), None)
+            } else if !s.is_local {
+                (Cow::Owned(name), None)
+            } else {
+                let alt = match (s.kind, s.file) {
+                    (NamingKind::Function, Some(f)) => Some(format!("{name}/{f}")),
+                    _ => None,
+                };
+                let primary = count(&name);
+                (Cow::Owned(primary), alt.map(|a| count(&a)))
+            });
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Naming most symbols in table order gives the names of the address-order walk, with
+        /// locals of one name at tied addresses, empty and `.L` names, undefined, absolute,
+        /// non-memory and PLT-section symbols mixed in.
+        #[test]
+        fn names_equal_the_address_order_walk(
+            raw in proptest::collection::vec(
+                (0usize..7, 0u64..6, 0u8..4, proptest::prelude::any::<[bool; 5]>(), 0usize..3),
+                0..60,
+            )
+        ) {
+            const NAMES: [&str; 7] = ["", "f", "g", ".Lx", "__hot_start", "f/1", "a.c"];
+            const FILES: [Option<&str>; 3] = [None, Some("a.c"), Some("b.c")];
+            let syms: Vec<NamingSymbol<'static>> = raw
+                .iter()
+                .map(|&(name, address, kind, [local, undefined, absolute, alloc, plt], file)| {
+                    NamingSymbol {
+                        name: NAMES[name],
+                        address,
+                        kind: [NamingKind::Function, NamingKind::Section, NamingKind::File, NamingKind::Other][usize::from(kind)],
+                        is_local: local,
+                        is_undefined: undefined,
+                        is_absolute: absolute,
+                        in_alloc_section: alloc,
+                        in_plt_section: plt,
+                        file: FILES[file],
+                    }
+                })
+                .collect();
+            let n = syms.len();
+            let want = names_in_address_order(&syms);
+            let mut table = Table(syms, vec![None; n]);
+            bolt_names(&mut table);
+            let got: Vec<Option<(String, Option<String>)>> = table
+                .1
+                .into_iter()
+                .map(|x| x.map(|(p, a)| (p.into_owned(), a)))
+                .collect();
+            let want: Vec<Option<(String, Option<String>)>> = want
+                .into_iter()
+                .map(|x| x.map(|(p, a)| (p.into_owned(), a)))
+                .collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }
