@@ -340,6 +340,9 @@ struct Scans {
     table_starts: Vec<u64>,
     /// The functions (indices) with an indirect jump through no jump table.
     tableless_indirect_jumps: Vec<u32>,
+    /// How many functions were scanned (counted here, not in the aggregator's shared counter:
+    /// one atomic add per function on a line both cores write cost more than the count is worth).
+    scanned: usize,
 }
 
 impl Scans {
@@ -349,10 +352,12 @@ impl Scans {
         if scan.tableless_indirect_jump {
             self.tableless_indirect_jumps.push(index as u32);
         }
+        self.scanned += 1;
         self
     }
 
     fn merge(mut self, mut later: Self) -> Self {
+        self.scanned += later.scanned;
         self.references.append(&mut later.references);
         self.table_starts.append(&mut later.table_starts);
         self.tableless_indirect_jumps
@@ -678,6 +683,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                         references,
                         table_starts,
                         tableless_indirect_jumps,
+                        scanned: _,
                     } = scans;
                     self.scan.get_or_init(|| {
                         ScanIndex::new(
@@ -719,7 +725,6 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     fn scan_all(&self, touched: Option<&[bool]>) -> Scans {
         let funcs = self.image.functions();
         let scan = |i: usize| {
-            self.decodes.fetch_add(1, Ordering::Relaxed);
             // A hashing aggregator decodes a touched function again for its CFG (see the
             // type's doc).
             let keep = !self.hashing && touched.is_some_and(|t| self.wants_cfg(t, i));
@@ -751,6 +756,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             out = out.merge(part);
             pcmap_binary::bolt::release_stretch(binary, &funcs[stretch]);
         }
+        self.decodes.fetch_add(out.scanned, Ordering::Relaxed);
         out
     }
 
