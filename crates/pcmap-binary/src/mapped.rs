@@ -14,6 +14,8 @@ use crate::error::{Error, Result};
 pub struct MappedFile {
     path: PathBuf,
     map: Option<memmap2::Mmap>,
+    /// The file's metadata when it was mapped (from the descriptor that mapped it).
+    metadata: std::fs::Metadata,
 }
 
 impl MappedFile {
@@ -25,7 +27,8 @@ impl MappedFile {
             source,
         };
         let file = File::open(&path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let metadata = file.metadata().map_err(io)?;
+        let len = metadata.len();
         let map = if len == 0 {
             None
         } else {
@@ -33,7 +36,11 @@ impl MappedFile {
             // hazard (another process truncating the file) is shared by every mmap-based reader.
             Some(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
         };
-        Ok(MappedFile { path, map })
+        Ok(MappedFile {
+            path,
+            map,
+            metadata,
+        })
     }
 
     /// The mapped bytes.
@@ -93,6 +100,12 @@ impl MappedFile {
     /// The path the file was opened with.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's metadata as it was when mapped, read from the descriptor that mapped it (not
+    /// from the path, which may name another file by now).
+    pub fn metadata(&self) -> &std::fs::Metadata {
+        &self.metadata
     }
 }
 

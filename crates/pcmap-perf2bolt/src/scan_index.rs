@@ -35,8 +35,8 @@ const VERSION: u32 = 2;
 /// The findings of the decoding pass over every function of a binary ([module](self)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScanIndex {
-    /// What this index was made for: the caller's key (a hash of the binary's bytes and of the
-    /// tool that read it); written to the file and checked when read back.
+    /// What this index was made for: the caller's key (a hash of the binary, its bytes or its
+    /// identity, and of the tool that read it); written to the file and checked when read back.
     pub key: u128,
     /// How many functions the model had ([`BoltFunctions::functions`]).
     functions: u64,

@@ -1,11 +1,14 @@
 //! `--scan-cache DIR`: the findings of perf2bolt's decoding pass over every function, the
 //! binary's data references into code and its rejected paddings
 //! ([`pcmap_perf2bolt::scan_index`]), kept in DIR between runs. A file is named after its key: a
-//! hash of the binary's bytes and of this pcmap executable, so an index is taken only for the
-//! same binary read by the same build. A cache that cannot be read or written costs the pass,
-//! never the run: it is reported as a warning.
+//! hash of the binary's identity or bytes (see [`key`]) and of this pcmap executable, so an index
+//! is taken only for the same binary read by the same build. A cache that cannot be read or
+//! written costs the pass, never the run: it is reported as a warning.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use pcmap_binary::MappedFile;
 
 use anyhow::{Context, Result};
 use pcmap_perf2bolt::scan_index::{ScanIndex, key_of};
@@ -29,11 +32,82 @@ fn tool_identity() -> Vec<u8> {
     id
 }
 
-/// The key of `binary`'s index.
-pub fn key(binary: &Path) -> Result<u128> {
-    let file =
-        std::fs::File::open(binary).with_context(|| format!("opening {}", binary.display()))?;
-    key_of(file, &tool_identity()).with_context(|| format!("reading {}", binary.display()))
+/// How long a file must have been left unchanged before its identity stands for its bytes.
+/// Timestamps have a granularity, and a write can land within the same tick as the change a
+/// run saw: as git does for "racily clean" files, a file changed this recently is hashed.
+const SETTLED: Duration = Duration::from_secs(2);
+
+/// The key of `binary`'s index (`binary` as mapped for this run). When the file was last changed
+/// at least [`SETTLED`] ago: a hash of its identity — device, inode, size, modification time and
+/// change time, as read from the descriptor that mapped it. Any write to the file, or a new
+/// file put in its place, moves the change time (which no program can set back), so a changed
+/// binary never finds an earlier index. Otherwise, or where the file system keeps no change
+/// time: a hash of its bytes, which costs a read of the whole file (a tenth of a later run's
+/// time on a 170 MB binary). `verbose`: say which.
+pub fn key(binary: &MappedFile, verbose: bool) -> Result<u128> {
+    let tool = tool_identity();
+    let path = binary.path();
+    if let Some(identity) = settled_identity(binary.metadata(), SystemTime::now()) {
+        if verbose {
+            eprintln!(
+                "pcmap: note: scan cache key of {}: its identity (unchanged for {}s or more)",
+                path.display(),
+                SETTLED.as_secs()
+            );
+        }
+        // Hashed as the bytes of a tool of another name: an identity never keys like a binary's
+        // contents.
+        let mut tool = tool;
+        tool.extend_from_slice(b"\0keyed by file identity");
+        return Ok(key_of(&identity[..], &tool)?);
+    }
+    if verbose {
+        eprintln!(
+            "pcmap: note: scan cache key of {}: its bytes (changed in the last {}s, or no change \
+             time)",
+            path.display(),
+            SETTLED.as_secs()
+        );
+    }
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    key_of(file, &tool).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The identity of a file of metadata `m` ([`key`]), when its last change is at least
+/// [`SETTLED`] before `now`; `None` for a file changed since, a change in the future (a clock
+/// set back) or a file system that reports no change time.
+#[cfg(unix)]
+fn settled_identity(m: &std::fs::Metadata, now: SystemTime) -> Option<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let at = |seconds: i64, nanos: i64| -> Option<SystemTime> {
+        let since_epoch = Duration::new(u64::try_from(seconds).ok()?, u32::try_from(nanos).ok()?);
+        SystemTime::UNIX_EPOCH.checked_add(since_epoch)
+    };
+    if m.ctime() <= 0 {
+        return None;
+    }
+    let last_change = at(m.mtime(), m.mtime_nsec())?.max(at(m.ctime(), m.ctime_nsec())?);
+    if now.duration_since(last_change).ok()? < SETTLED {
+        return None;
+    }
+    let mut identity = Vec::with_capacity(56);
+    for field in [
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime() as u64,
+        m.mtime_nsec() as u64,
+        m.ctime() as u64,
+        m.ctime_nsec() as u64,
+    ] {
+        identity.extend_from_slice(&field.to_le_bytes());
+    }
+    Some(identity)
+}
+
+#[cfg(not(unix))]
+fn settled_identity(_: &std::fs::Metadata, _: SystemTime) -> Option<Vec<u8>> {
+    None
 }
 
 fn path_of(dir: &Path, key: u128) -> PathBuf {
@@ -100,4 +174,47 @@ fn warn(path: &Path, what: &str) {
         "pcmap: warning: scan cache {}: {what}; decoding every function again",
         path.display()
     );
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// The later of a file's modification and change times.
+    fn last_change(m: &std::fs::Metadata) -> SystemTime {
+        let ctime = SystemTime::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32);
+        m.modified().unwrap().max(ctime)
+    }
+
+    #[test]
+    fn identity_only_for_a_settled_file() {
+        let dir = std::env::temp_dir().join(format!("pcmap-settled-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bin");
+        std::fs::write(&path, b"\x7fELF one").unwrap();
+        let m = std::fs::metadata(&path).unwrap();
+        let changed = last_change(&m);
+        // Changed less than SETTLED ago, or in the future: hashed instead.
+        assert_eq!(settled_identity(&m, changed), None);
+        assert_eq!(
+            settled_identity(&m, changed + SETTLED - Duration::from_millis(1)),
+            None
+        );
+        assert_eq!(
+            settled_identity(&m, changed - Duration::from_secs(60)),
+            None
+        );
+        let settled = settled_identity(&m, changed + SETTLED).expect("settled");
+        assert_eq!(
+            settled_identity(&m, changed + SETTLED * 100),
+            Some(settled.clone())
+        );
+        // Another size is another identity, whatever the times.
+        std::fs::write(&path, b"\x7fELF two, longer").unwrap();
+        let m2 = std::fs::metadata(&path).unwrap();
+        let other = settled_identity(&m2, last_change(&m2) + SETTLED).expect("settled");
+        assert_ne!(other, settled);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

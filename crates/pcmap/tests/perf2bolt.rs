@@ -1395,6 +1395,52 @@ fn scan_cache_keeps_perf2bolts_output() {
     );
 }
 
+/// `--scan-cache` keys a binary left unchanged for a while by its identity (no read of its
+/// bytes), and a binary written again in place, even with the same bytes, by a new identity: the
+/// index made for the old one is not taken. Each step waits until the file is settled, so the
+/// kind of key does not depend on how fast the runs are.
+#[test]
+fn scan_cache_keys_a_settled_binary_by_identity() {
+    let dir = tk::scratch_dir("cli-perf2bolt-scan-cache-identity");
+    let bin = dir.join("zstd");
+    let bytes = std::fs::read(zstd(false)).unwrap();
+    std::fs::write(&bin, &bytes).unwrap();
+    let prof = dir.join("zstd.pa");
+    std::fs::write(&prof, support::control_flow_profile(&bin, 3000, 7)).unwrap();
+    let (expected, _) = support::perf2bolt(&bin, &prof, &dir.join("p2b.fdata"), &[]);
+    let cache = dir.join("cache");
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(2200));
+    let run = |step: &str| -> String {
+        let (out, fdata, _) = pcmap_with_scan_cache(&bin, &prof, &dir, step, &cache);
+        assert_eq!(fdata, expected, "{step}: fdata");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let indexes = || std::fs::read_dir(&cache).map_or(0, |d| d.count());
+
+    settle();
+    let first = run("first");
+    assert!(
+        first.contains("key of") && first.contains("its identity") && first.contains("written"),
+        "{first}"
+    );
+    let second = run("second");
+    assert!(
+        second.contains("its identity") && second.contains(": read"),
+        "{second}"
+    );
+    assert_eq!(indexes(), 1);
+
+    // The same bytes written again: a new change time, so a new identity.
+    std::fs::write(&bin, &bytes).unwrap();
+    settle();
+    let third = run("rewritten");
+    assert!(
+        third.contains("its identity") && third.contains("written") && !third.contains(": read"),
+        "{third}"
+    );
+    assert_eq!(indexes(), 2);
+}
+
 /// A profile that touches a small part of a real program (zstd): the YAML writer then builds
 /// the touched functions' CFGs stretch by stretch before aggregating (releasing the code it
 /// read), a path a profile of most of the code does not take. fdata, YAML (block hashes

@@ -137,7 +137,9 @@ pub struct Args {
     #[arg(long = "heatmap", value_name = "FILE")]
     pub heatmap: Option<PathBuf>,
     /// Keep what the decoding pass over every function finds in DIR (created if needed), keyed
-    /// by the binary's bytes and this pcmap build. BOLT's secondary entry points and jump-table
+    /// by the binary and this pcmap build: by the binary's identity (device, inode, size,
+    /// modification and change times) once it has been left unchanged for 2 seconds, else by
+    /// its bytes. BOLT's secondary entry points and jump-table
     /// bounds come from references anywhere in the binary, so every function is decoded once;
     /// later runs on the same binary take the findings from DIR and decode only the profiled
     /// code. Kept beside them: the code addresses the binary's data refers to (read from every
@@ -326,7 +328,7 @@ pub fn run(args: Args) -> Result<()> {
                 || {
                     // With the index an earlier run kept for these bytes, if there is one.
                     args.scan_cache.as_ref().map(|dir| {
-                        crate::scan_cache::key(&args.binary)
+                        crate::scan_cache::key(&bin_file, args.verbosity > 0)
                             .map(|key| (key, crate::scan_cache::load(dir, key, args.verbosity > 0)))
                     })
                 },
