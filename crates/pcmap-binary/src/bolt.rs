@@ -600,10 +600,11 @@ fn functions_of_symbols<'b, 'data>(
     // Sized for every symbol: growing by doubling would copy a large binary's list several
     // times, and the pages past its end are never touched.
     let mut functions: Vec<BoltFunction<'b>> = Vec::with_capacity(binary.symbols().len());
-    // Symbols in address order (symbol-table order at one address).
-    // Sorted with their keys beside them: comparing through the references would chase
-    // pointers all over the symbol table.
-    let mut keyed: Vec<(u64, usize, &crate::Symbol<'data>)> = binary
+    // Symbols in address order (symbol-table order at one address), each with what the walk
+    // below reads of it. The fields are copied out in table order, which reads the table front
+    // to back, and sorted with them: walking the symbols themselves in address order missed the
+    // cache on nearly every one.
+    let mut keyed: Vec<WalkedSymbol<'b>> = binary
         .symbols()
         .iter()
         .filter(|s| {
@@ -611,22 +612,32 @@ fn functions_of_symbols<'b, 'data>(
                 && !s.is_undefined
                 && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
         })
-        .map(|s| (s.address, s.index, s))
+        .map(|s| WalkedSymbol {
+            address: s.address,
+            index: s.index,
+            size: s.size,
+            name: s.bolt_name.as_deref().unwrap_or(s.name),
+            file_name: s.bolt_file_name.as_deref(),
+            kind: s.kind,
+            is_local: s.is_local,
+        })
         .collect();
-    keyed.par_sort_unstable_by_key(|&(address, index, _)| (address, index));
-    let syms: Vec<&crate::Symbol<'data>> = keyed.into_iter().map(|(_, _, s)| s).collect();
+    keyed.par_sort_unstable_by_key(|s| (s.address, s.index));
+    let symbols = binary.symbols();
+    // A symbol's index is its place in the table.
+    let syms: Vec<&crate::Symbol<'data>> = keyed.iter().map(|s| &symbols[s.index]).collect();
     // Addresses of functions made from a zero-size untyped label alone (see the section
     // starts in `discover`), increasing: symbols come in address order.
     let mut from_label: Vec<u64> = Vec::new();
-    for &s in &syms {
+    for s in &keyed {
         let is_func = matches!(s.kind, SymbolKind::Function | SymbolKind::Ifunc);
         let is_label = matches!(s.kind, SymbolKind::NoType | SymbolKind::Other(_));
         if !(is_func || is_label) || !in_code(s.address) {
             continue;
         }
         // Borrowed, not copied: a large binary has hundreds of thousands of functions.
-        let mut names = vec![Cow::Borrowed(s.bolt_name.as_deref().unwrap_or(s.name))];
-        names.extend(s.bolt_file_name.as_deref().map(Cow::Borrowed));
+        let mut names = vec![Cow::Borrowed(s.name)];
+        names.extend(s.file_name.map(Cow::Borrowed));
         if is_label {
             // A label inside the previous function is not a function of its own: inside
             // its size, or, when its size is unknown (0), a local untyped label of its
@@ -673,6 +684,22 @@ fn functions_of_symbols<'b, 'data>(
     }
     (syms, functions, from_label)
 }
+
+/// What [`functions_of_symbols`] reads of a symbol, copied out of it (64 bytes).
+struct WalkedSymbol<'b> {
+    address: u64,
+    index: usize,
+    size: u64,
+    /// BOLT's name, else the stored one.
+    name: &'b str,
+    /// BOLT's `name/file/N` alias.
+    file_name: Option<&'b str>,
+    kind: SymbolKind,
+    is_local: bool,
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<WalkedSymbol<'_>>() == 64);
 
 /// The symbols BOLT's `adjustFunctionBoundaries` makes secondary entry points: walking the
 /// symbols after each function's start and before the next function's, in address order, each
