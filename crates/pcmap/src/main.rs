@@ -5,6 +5,7 @@
 //! any other failure, 2 usage errors (clap's own exit code).
 
 mod cmd;
+mod huge_pages;
 mod input_paths;
 mod inputs;
 mod output;
@@ -12,6 +13,9 @@ mod progress;
 mod scan_cache;
 
 use clap::{CommandFactory, FromArgMatches, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: huge_pages::HugePageHint = huge_pages::HugePageHint;
 
 /// Map machine addresses back to program structure: functions, basic blocks, inlined calls,
 /// BOLT input addresses and hot paths.
@@ -40,6 +44,7 @@ enum Command {
 }
 
 fn main() {
+    huge_pages::configure_from_env();
     let args = cmd::heatmap::normalize_llvm_options(cmd::symbolize::normalize_llvm_options(
         cmd::perf2bolt::normalize_llvm_options(std::env::args_os().collect()),
     ));
