@@ -348,8 +348,8 @@ fn is_named(s: &NamingSymbol<'_>) -> bool {
         || (s.kind == NamingKind::Section && s.in_plt_section))
 }
 
-/// `name`, with `PG` before it when it starts with `.L` (BOLT's private-global prefix); a global
-/// keeps it borrowed from the file, not copied.
+/// `name`, with `PG` before it when it starts with `.L` (BOLT's private-global prefix); any
+/// other name stays borrowed from the file, not copied.
 fn pg_prefixed(name: &str) -> Cow<'_, str> {
     if name.starts_with(".L") {
         Cow::Owned(format!("PG{name}"))

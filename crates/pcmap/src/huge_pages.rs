@@ -40,12 +40,18 @@ const ADVISED: usize = 2 * HUGE_PAGE;
 pub struct HugePageHint;
 
 impl HugePageHint {
+    /// `block` (of `len` bytes, null when the system allocator failed), its huge pages advised
+    /// when it is large enough ([`ADVISED`]).
+    fn advised(block: *mut u8, len: usize) -> *mut u8 {
+        if len >= ADVISED && !block.is_null() && ADVISE.load(Ordering::Relaxed) {
+            Self::advise(block, len);
+        }
+        block
+    }
+
     /// Mark the huge pages wholly inside `[block, block + len)` for transparent huge pages.
     /// Only a hint: failures (an old kernel, a system without them) are ignored.
     fn advise(block: *mut u8, len: usize) {
-        if !ADVISE.load(Ordering::Relaxed) {
-            return;
-        }
         let start = (block as usize).next_multiple_of(HUGE_PAGE);
         let end = (block as usize).saturating_add(len) / HUGE_PAGE * HUGE_PAGE;
         if start < end {
@@ -68,20 +74,12 @@ impl HugePageHint {
 unsafe impl GlobalAlloc for HugePageHint {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract for `layout` is passed on as it is.
-        let block = unsafe { System.alloc(layout) };
-        if layout.size() >= ADVISED && !block.is_null() {
-            Self::advise(block, layout.size());
-        }
-        block
+        Self::advised(unsafe { System.alloc(layout) }, layout.size())
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
-        let block = unsafe { System.alloc_zeroed(layout) };
-        if layout.size() >= ADVISED && !block.is_null() {
-            Self::advise(block, layout.size());
-        }
-        block
+        Self::advised(unsafe { System.alloc_zeroed(layout) }, layout.size())
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {
@@ -91,11 +89,7 @@ unsafe impl GlobalAlloc for HugePageHint {
 
     unsafe fn realloc(&self, block: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as for `dealloc`, and the caller's contract for `new_size` is passed on.
-        let moved = unsafe { System.realloc(block, layout, new_size) };
-        if new_size >= ADVISED && !moved.is_null() {
-            Self::advise(moved, new_size);
-        }
-        moved
+        Self::advised(unsafe { System.realloc(block, layout, new_size) }, new_size)
     }
 }
 

@@ -79,15 +79,7 @@ pub fn key(binary: &MappedFile, verbose: bool) -> Result<u128> {
 #[cfg(unix)]
 fn settled_identity(m: &std::fs::Metadata, now: SystemTime) -> Option<Vec<u8>> {
     use std::os::unix::fs::MetadataExt;
-    let at = |seconds: i64, nanos: i64| -> Option<SystemTime> {
-        let since_epoch = Duration::new(u64::try_from(seconds).ok()?, u32::try_from(nanos).ok()?);
-        SystemTime::UNIX_EPOCH.checked_add(since_epoch)
-    };
-    if m.ctime() <= 0 {
-        return None;
-    }
-    let last_change = at(m.mtime(), m.mtime_nsec())?.max(at(m.ctime(), m.ctime_nsec())?);
-    if now.duration_since(last_change).ok()? < SETTLED {
+    if now.duration_since(last_change(m)?).ok()? < SETTLED {
         return None;
     }
     let mut identity = Vec::with_capacity(56);
@@ -103,6 +95,21 @@ fn settled_identity(m: &std::fs::Metadata, now: SystemTime) -> Option<Vec<u8>> {
         identity.extend_from_slice(&field.to_le_bytes());
     }
     Some(identity)
+}
+
+/// The later of the modification and change times of a file of metadata `m`; `None` when the
+/// file system reports no change time (0) or a time before 1970.
+#[cfg(unix)]
+fn last_change(m: &std::fs::Metadata) -> Option<SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let at = |seconds: i64, nanos: i64| -> Option<SystemTime> {
+        let since_epoch = Duration::new(u64::try_from(seconds).ok()?, u32::try_from(nanos).ok()?);
+        SystemTime::UNIX_EPOCH.checked_add(since_epoch)
+    };
+    if m.ctime() <= 0 {
+        return None;
+    }
+    Some(at(m.mtime(), m.mtime_nsec())?.max(at(m.ctime(), m.ctime_nsec())?))
 }
 
 #[cfg(not(unix))]
@@ -179,22 +186,14 @@ fn warn(path: &Path, what: &str) {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
-
-    /// The later of a file's modification and change times.
-    fn last_change(m: &std::fs::Metadata) -> SystemTime {
-        let ctime = SystemTime::UNIX_EPOCH + Duration::new(m.ctime() as u64, m.ctime_nsec() as u32);
-        m.modified().unwrap().max(ctime)
-    }
 
     #[test]
     fn identity_only_for_a_settled_file() {
-        let dir = std::env::temp_dir().join(format!("pcmap-settled-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = pcmap_testkit::scratch_dir("scan-cache-settled");
         let path = dir.join("bin");
         std::fs::write(&path, b"\x7fELF one").unwrap();
         let m = std::fs::metadata(&path).unwrap();
-        let changed = last_change(&m);
+        let changed = last_change(&m).expect("a file system with change times");
         // Changed less than SETTLED ago, or in the future: hashed instead.
         assert_eq!(settled_identity(&m, changed), None);
         assert_eq!(
@@ -213,7 +212,7 @@ mod tests {
         // Another size is another identity, whatever the times.
         std::fs::write(&path, b"\x7fELF two, longer").unwrap();
         let m2 = std::fs::metadata(&path).unwrap();
-        let other = settled_identity(&m2, last_change(&m2) + SETTLED).expect("settled");
+        let other = settled_identity(&m2, last_change(&m2).unwrap() + SETTLED).expect("settled");
         assert_ne!(other, settled);
         std::fs::remove_dir_all(&dir).unwrap();
     }
