@@ -305,6 +305,11 @@ fn trace_key(t: &Trace) -> (u64, u64, u64) {
 /// Sort traces by (from, branch, to) and merge duplicates in place (counts summed).
 fn sort_and_merge(traces: &mut Vec<(Trace, TraceCounts)>) {
     traces.par_sort_unstable_by_key(|(t, _)| trace_key(t));
+    // Mostly distinct input (a pre-aggregated file's) has no equal neighbours: checked on
+    // every thread, which spares the serial pass below.
+    if !traces.par_windows(2).any(|w| w[0].0 == w[1].0) {
+        return;
+    }
     // `dedup_by` hands over the later element first.
     traces.dedup_by(|(t, c), (kt, kc)| {
         if t != kt {
@@ -367,15 +372,16 @@ impl PreAggregated {
         let Some(first) = parts.next() else {
             return PreAggregated::default();
         };
-        let mut sink = TraceSink {
-            out: first,
+        // Each part's traces are sorted and distinct (the type's invariant): one part comes
+        // back as it is, without sorting its list again.
+        let sorted = |out| TraceSink {
+            out,
+            sorted: true,
             ..TraceSink::default()
         };
+        let mut sink = sorted(first);
         for p in parts {
-            sink = sink.merge(TraceSink {
-                out: p,
-                ..TraceSink::default()
-            });
+            sink = sink.merge(sorted(p));
         }
         sink.finish()
     }
