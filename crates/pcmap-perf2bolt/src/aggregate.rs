@@ -934,20 +934,26 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         // About 32 chunks a thread: with 8, the last chunk kept one thread busy while the
         // other waited (tens of milliseconds on 1.2 million traces).
         let chunk = (traces.len() / (rayon::current_num_threads() * 32)).clamp(1024, 1 << 16);
-        // fdata order: functions by name rank, then (external entry, source, destination).
+        // fdata order: functions by name rank, then (external entry, source, destination). The
+        // records are put in that order one window of name ranks at a time, in parallel: each
+        // chunk groups its records by window, and each window counts its records from every
+        // chunk into rank order, then sorts each function's few records. Sorting each chunk
+        // and merging the sorted runs with a heap cost twice as much: every record went through
+        // a comparison sort and a heap of all the chunks.
         let rank = |f: u32| self.name_rank[f as usize];
-        let key = |k: &RecordKey| {
-            (
-                rank(k.func),
-                k.external_entry,
-                k.from,
-                self.destination_order(k.to),
-            )
-        };
-        // Each chunk merges its own duplicates and sorts its records into fdata order; chunks
-        // cover disjoint address ranges, so their records barely overlap.
+        let functions = self.name_rank.len() as u64;
+        let pieces = (rayon::current_num_threads() as u64 * 16).clamp(1, functions.max(1));
+        let bounds: Vec<u32> = (0..=pieces)
+            .map(|i| (functions * i / pieces) as u32)
+            .collect();
+        let window_of: Vec<u32> = self
+            .name_rank
+            .iter()
+            .map(|&r| (bounds.partition_point(|&b| b <= r) - 1) as u32)
+            .collect();
+        // Each chunk merges its own duplicates (in its table of records).
         type Part = (
-            Vec<(RecordKey, TraceCounts)>,
+            (Vec<(RecordKey, TraceCounts)>, Vec<usize>),
             TraceStats,
             FxHashMap<u32, u64>,
         );
@@ -961,11 +967,11 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     self.process_trace(t, c, profile, &mut hint, &mut out);
                 }
                 progress(chunk.len() as u64);
-                let mut records: Vec<_> = out.records.into_iter().collect();
-                // Each key once: two name ranks a key, looked up in every comparison, made
-                // this sort twice as slow.
-                records.sort_by_cached_key(|(k, _)| key(k));
-                (records, out.stats, out.executed_bytes)
+                let records: Vec<_> = out.records.into_iter().collect();
+                let grouped = group_stably(&[&records], pieces as usize, |(k, _)| {
+                    window_of[k.func as usize] as usize
+                });
+                (grouped, out.stats, out.executed_bytes)
             })
             .collect();
         let mut stats = TraceStats::default();
@@ -979,30 +985,33 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             stats.mismatching = stats.mismatching.wrapping_add(s.mismatching);
             stats.out_of_range = stats.out_of_range.wrapping_add(s.out_of_range);
         }
-        // The chunks' sorted runs merged in parallel, one range of name ranks at a time (a
-        // range's records are contiguous in every run): no serial pass over every record.
-        let functions = self.name_rank.len() as u64;
-        let pieces = (rayon::current_num_threads() as u64 * 16).clamp(1, functions.max(1));
-        let bounds: Vec<u32> = (0..=pieces)
-            .map(|i| (functions * i / pieces) as u32)
-            .collect();
         let windows: Vec<Vec<(RecordKey, TraceCounts)>> = bounds
             .par_windows(2)
-            .map(|w| {
-                let runs: Vec<&[(RecordKey, TraceCounts)]> = parts
+            .enumerate()
+            .map(|(w, range)| {
+                let in_window: Vec<&[(RecordKey, TraceCounts)]> = parts
                     .iter()
-                    .map(|(run, _, _)| {
-                        let lo = run.partition_point(|r| rank(r.0.func) < w[0]);
-                        let hi = run.partition_point(|r| rank(r.0.func) < w[1]);
-                        &run[lo..hi]
-                    })
+                    .map(|((records, starts), _, _)| &records[starts[w]..starts[w + 1]])
                     .collect();
-                // The same record from two chunks is counted once, with both counts.
-                merge_runs(
-                    &runs,
-                    |r| key(&r.0),
-                    |into, r| add(&mut into.1, r.1.count, r.1.mispreds),
-                )
+                let (mut records, starts) =
+                    group_stably(&in_window, (range[1] - range[0]) as usize, |(k, _)| {
+                        (rank(k.func) - range[0]) as usize
+                    });
+                for f in starts.windows(2) {
+                    records[f[0]..f[1]].sort_unstable_by_key(|(k, _)| {
+                        (k.external_entry, k.from, self.destination_order(k.to))
+                    });
+                }
+                // The same record from two chunks is counted once, with both counts (equal
+                // records are neighbours now: one function, one sort key).
+                records.dedup_by(|(k, c), (kept, into)| {
+                    let same = k == kept;
+                    if same {
+                        add(into, c.count, c.mispreds);
+                    }
+                    same
+                });
+                records
             })
             .collect();
         // Copied into one list in parallel: rayon's collect of a flattened iterator appends on
@@ -1306,43 +1315,37 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 }
 
-/// Merge `runs`, each sorted by `key` with no key twice, into one run sorted by `key`; the
-/// items of one key in several runs become the first of them, with `combine(first, other)`
-/// applied for each other one, in run order.
-fn merge_runs<T: Clone, K: Ord>(
-    runs: &[&[T]],
-    key: impl Fn(&T) -> K,
-    mut combine: impl FnMut(&mut T, &T),
-) -> Vec<T> {
-    use std::cmp::Reverse;
-    let mut out: Vec<T> = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
-    // Each run's next item as (key, run, position), smallest key (then lowest run) first.
-    let mut heads: std::collections::BinaryHeap<Reverse<(K, usize, usize)>> = runs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.first().map(|t| Reverse((key(t), i, 0))))
-        .collect();
-    // The key of `out`'s last item.
-    let mut last: Option<K> = None;
-    while let Some(Reverse((k, i, at))) = heads.pop() {
-        if let Some(t) = runs[i].get(at + 1) {
-            heads.push(Reverse((key(t), i, at + 1)));
-        }
-        let item = &runs[i][at];
-        match out.last_mut() {
-            Some(prev) if last.as_ref() == Some(&k) => combine(prev, item),
-            _ => {
-                out.push(item.clone());
-                last = Some(k);
-            }
-        }
+/// The items of `parts` (in order) grouped by `group` (each below `groups`), in a counting
+/// sort: group `g` is `items[starts[g]..starts[g + 1]]`, its items in their input order.
+fn group_stably<T: Copy>(
+    parts: &[&[T]],
+    groups: usize,
+    group: impl Fn(&T) -> usize,
+) -> (Vec<T>, Vec<usize>) {
+    let mut starts = vec![0usize; groups + 1];
+    for item in parts.iter().copied().flatten() {
+        starts[group(item) + 1] += 1;
     }
-    out
+    for g in 1..starts.len() {
+        starts[g] += starts[g - 1];
+    }
+    let Some(&first) = parts.iter().find_map(|p| p.first()) else {
+        return (Vec::new(), starts);
+    };
+    // Every slot is written below; `first` only fills the list safely until then.
+    let mut items = vec![first; starts[groups]];
+    let mut next = starts.clone();
+    for &item in parts.iter().copied().flatten() {
+        let at = &mut next[group(&item)];
+        items[*at] = item;
+        *at += 1;
+    }
+    (items, starts)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Density, merge_runs, name_ranks};
+    use super::{Density, group_stably, name_ranks};
     use proptest::prelude::*;
 
     proptest! {
@@ -1408,26 +1411,24 @@ mod tests {
     }
 
     proptest! {
+        /// Grouping is a stable sort by group: the groups in order, each group's items in the
+        /// order the parts give them.
         #[test]
-        fn merged_runs_are_sorted_and_sum_equal_keys(
-            runs in proptest::collection::vec(
-                proptest::collection::btree_map(0u16..200, 0u32..1000, 0..60),
-                0..8,
+        fn grouping_is_a_stable_sort_by_group(
+            parts in proptest::collection::vec(
+                proptest::collection::vec((0usize..12, 0u32..1000), 0..40),
+                0..6,
             ),
         ) {
-            let runs: Vec<Vec<(u16, u64)>> = runs
-                .iter()
-                .map(|r| r.iter().map(|(&k, &v)| (k, u64::from(v))).collect())
-                .collect();
-            let slices: Vec<&[(u16, u64)]> = runs.iter().map(Vec::as_slice).collect();
-            let merged = merge_runs(&slices, |t| t.0, |into, t| into.1 += t.1);
-            // The reference: every item, summed per key, in key order.
-            let mut want = std::collections::BTreeMap::new();
-            for &(k, v) in runs.iter().flatten() {
-                *want.entry(k).or_insert(0u64) += v;
+            let slices: Vec<&[(usize, u32)]> = parts.iter().map(Vec::as_slice).collect();
+            let (items, starts) = group_stably(&slices, 12, |t| t.0);
+            let mut want: Vec<(usize, u32)> = parts.iter().flatten().copied().collect();
+            want.sort_by_key(|t| t.0);
+            prop_assert_eq!(&items, &want);
+            prop_assert_eq!(starts.len(), 13);
+            for g in 0..12 {
+                prop_assert!(items[starts[g]..starts[g + 1]].iter().all(|t| t.0 == g));
             }
-            let want: Vec<(u16, u64)> = want.into_iter().collect();
-            prop_assert_eq!(merged, want);
         }
     }
 }
