@@ -196,8 +196,8 @@ pub fn to_preaggregated(
         out.events = events.iter().map(|e| e.to_string()).collect();
     }
     out.traces = traces.into_iter().collect();
-    out.traces
-        .sort_unstable_by_key(|(t, _)| (t.from, t.branch, t.to));
+    // In the order of every pre-aggregated profile (distinct already: nothing is merged).
+    crate::preagg::sort_and_merge(&mut out.traces);
     Ok((out, stats))
 }
 
