@@ -138,7 +138,7 @@ pub fn run_ok(cmd: &mut Command) -> String {
 /// (`clang`, `clang++` or `gcc`) and `flags`, caching the output as `target/pcmap-fixtures/<name>-<hash>`.
 ///
 /// The cache key covers the source bytes, the flags and the compiler, so editing a fixture rebuilds it.
-/// Builds write to a temporary name and rename, so concurrent tests asking for the same fixture are safe.
+/// Built once ([`derive`]), so concurrent tests asking for the same fixture are safe.
 pub fn build_with(compiler: &str, name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let cc = tool(compiler);
     let src_dir = fixtures_dir().join("src");
@@ -163,25 +163,14 @@ pub fn build_with(compiler: &str, name: &str, sources: &[&str], flags: &[&str]) 
             .hash(&mut h);
     }
     let out = cache_dir().join(format!("{name}-{:016x}", h.finish()));
-    if out.exists() {
-        return out;
-    }
-    let tmp = out.with_extension(
-        format!(
-            "tmp{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        )
-        .replace(['(', ')'], ""),
-    );
-    let mut cmd = Command::new(&cc);
-    if compiler.starts_with("clang") {
-        cmd.arg("-fuse-ld=lld");
-    }
-    cmd.args(flags).args(&srcs).arg("-o").arg(&tmp);
-    run_ok(&mut cmd);
-    std::fs::rename(&tmp, &out).expect("rename built fixture");
-    out
+    derive(&out, |tmp| {
+        let mut cmd = Command::new(&cc);
+        if compiler.starts_with("clang") {
+            cmd.arg("-fuse-ld=lld");
+        }
+        cmd.args(flags).args(&srcs).arg("-o").arg(tmp);
+        run_ok(&mut cmd);
+    })
 }
 
 /// The unpacked source directory of crate `name` at the version `lock` (a `Cargo.lock` under the
@@ -294,7 +283,25 @@ pub fn build(name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
 
 /// Run a cached derivation step: if `out` does not exist, call `make(tmp)` to produce it at a
 /// temporary path, then rename. Use for BOLT runs, profiles and other derived fixtures.
+///
+/// One maker at a time per output, across the threads of a test binary and across test
+/// binaries (an exclusive lock on `<out>.lock`): the first makes it, the others wait and take
+/// it. Two makers renaming their copies one over the other replaced a file while a test ran it:
+/// a BOLT-instrumented binary reopens its own path when it exits, and failed with "failed to
+/// open binary path" (seen on a cold fixture cache, as CI has).
 pub fn derive(out: &Path, make: impl FnOnce(&Path)) -> PathBuf {
+    if out.exists() {
+        return out.to_path_buf();
+    }
+    let lock_path = derived(out, "lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", lock_path.display()));
+    lock.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
     if !out.exists() {
         let tmp = out.with_extension(
             format!(
@@ -308,6 +315,8 @@ pub fn derive(out: &Path, make: impl FnOnce(&Path)) -> PathBuf {
         std::fs::rename(&tmp, out)
             .unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), out.display()));
     }
+    // The lock is released when `lock` is closed.
+    drop(lock);
     out.to_path_buf()
 }
 
