@@ -424,8 +424,10 @@ impl<'data> Binary<'data> {
         s.raw.get(from..to.min(s.raw.len()))
     }
 
-    /// `N` bytes of file contents at `address` in any section placed at a non-zero address.
-    fn read_array<const N: usize>(&self, address: u64) -> Option<[u8; N]> {
+    /// The file contents from `address` to the end of the section placed at a non-zero address
+    /// that holds it ([`Self::read_u32`] and [`Self::read_u64`] read from here). A caller
+    /// reading many words in a row (a jump table's entries) finds the section once.
+    pub fn bytes_from(&self, address: u64) -> Option<&'data [u8]> {
         let s = self.sections.iter().find(|s| {
             s.address != 0
                 && s.sh_type != SHT_NOBITS
@@ -433,8 +435,12 @@ impl<'data> Binary<'data> {
                 && address >= s.address
                 && address - s.address < s.raw.len() as u64
         })?;
-        let at = usize::try_from(address - s.address).ok()?;
-        s.raw.get(at..at.checked_add(N)?)?.try_into().ok()
+        s.raw.get(usize::try_from(address - s.address).ok()?..)
+    }
+
+    /// `N` bytes of file contents at `address` ([`Self::bytes_from`]).
+    fn read_array<const N: usize>(&self, address: u64) -> Option<[u8; N]> {
+        self.bytes_from(address)?.get(..N)?.try_into().ok()
     }
 
     /// The 32-bit word at virtual address `address` in the file's byte order (e.g. a jump-table
