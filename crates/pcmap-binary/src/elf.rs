@@ -280,6 +280,15 @@ impl<'data> Binary<'data> {
         self.is_little_endian
     }
 
+    /// The file's byte order, for a [`pcmap_bytes::Cursor`] over its contents.
+    pub fn endian(&self) -> pcmap_bytes::Endian {
+        if self.is_little_endian {
+            pcmap_bytes::Endian::Little
+        } else {
+            pcmap_bytes::Endian::Big
+        }
+    }
+
     /// File type.
     pub fn kind(&self) -> FileKind {
         self.kind

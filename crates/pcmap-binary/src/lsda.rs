@@ -11,7 +11,7 @@
 //! Reading is bounded by the section holding the LSDA; every failure names the LSDA and the
 //! file offset of the field ([`Error::Lsda`], [`Error::LsdaEncoding`]).
 
-use pcmap_bytes::{Cursor, Endian};
+use pcmap_bytes::Cursor;
 
 use crate::{Binary, Error, Result};
 
@@ -73,12 +73,7 @@ impl Binary<'_> {
                 what: format!("LSDA of the function at {function:#x}"),
                 address,
             })?;
-        let endian = if self.is_little_endian() {
-            Endian::Little
-        } else {
-            Endian::Big
-        };
-        let mut c = Cursor::new(section.raw, section.offset as usize).with_endian(endian);
+        let mut c = Cursor::new(section.raw, section.offset as usize).with_endian(self.endian());
         // In bounds: checked when the section was found.
         c.set_pos((address - section.address) as usize);
         let reader = Reader {

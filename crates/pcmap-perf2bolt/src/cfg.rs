@@ -30,7 +30,7 @@ use iced_x86::{
     InstructionInfoFactory, OpAccess, OpKind, Register,
 };
 use pcmap_binary::bolt::{BoltFunction as Function, BoltFunctions};
-use pcmap_bytes::{Cursor, Endian};
+use pcmap_bytes::Cursor;
 
 /// Control-flow class of one instruction, as far as CFG building and aggregation need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1192,12 +1192,7 @@ fn jump_table_targets(
     let Some(bytes) = binary.bytes_from(table.base) else {
         return out;
     };
-    let endian = if binary.is_little_endian() {
-        Endian::Little
-    } else {
-        Endian::Big
-    };
-    let mut words = Cursor::new(bytes, 0).with_endian(endian);
+    let mut words = Cursor::new(bytes, 0).with_endian(binary.endian());
     for i in 0..4096u64 {
         let Some(at) = table.base.checked_add(width * i) else {
             break;

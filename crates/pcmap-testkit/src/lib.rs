@@ -303,14 +303,7 @@ pub fn derive(out: &Path, make: impl FnOnce(&Path)) -> PathBuf {
     lock.lock()
         .unwrap_or_else(|e| panic!("lock {}: {e}", lock_path.display()));
     if !out.exists() {
-        let tmp = out.with_extension(
-            format!(
-                "tmp{}-{:?}",
-                std::process::id(),
-                std::thread::current().id()
-            )
-            .replace(['(', ')'], ""),
-        );
+        let tmp = temp_beside(out);
         make(&tmp);
         std::fs::rename(&tmp, out)
             .unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), out.display()));
@@ -424,16 +417,22 @@ pub fn generated_source(name: &str, content: &str) -> PathBuf {
     path
 }
 
-/// Like [`derive`] but always (re)creates `out`.
-fn derive_fresh(out: &Path, make: impl FnOnce(&Path)) {
-    let tmp = out.with_extension(
+/// A temporary path beside `out`, this process's and this thread's own, to make `out` at and
+/// then rename.
+fn temp_beside(out: &Path) -> PathBuf {
+    out.with_extension(
         format!(
             "tmp{}-{:?}",
             std::process::id(),
             std::thread::current().id()
         )
         .replace(['(', ')'], ""),
-    );
+    )
+}
+
+/// Like [`derive`] but always (re)creates `out`.
+fn derive_fresh(out: &Path, make: impl FnOnce(&Path)) {
+    let tmp = temp_beside(out);
     make(&tmp);
     std::fs::rename(&tmp, out).unwrap_or_else(|e| panic!("rename {}: {e}", out.display()));
 }
