@@ -967,10 +967,11 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                     self.process_trace(t, c, profile, &mut hint, &mut out);
                 }
                 progress(chunk.len() as u64);
-                let records: Vec<_> = out.records.into_iter().collect();
-                let grouped = group_stably(&[&records], pieces as usize, |(k, _)| {
-                    window_of[k.func as usize] as usize
-                });
+                let grouped = group_stably(
+                    out.records.iter().map(|(k, c)| (*k, *c)),
+                    pieces as usize,
+                    |(k, _)| window_of[k.func as usize] as usize,
+                );
                 (grouped, out.stats, out.executed_bytes)
             })
             .collect();
@@ -985,38 +986,67 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             stats.mismatching = stats.mismatching.wrapping_add(s.mismatching);
             stats.out_of_range = stats.out_of_range.wrapping_add(s.out_of_range);
         }
-        let windows: Vec<Vec<(RecordKey, TraceCounts)>> = bounds
-            .par_windows(2)
-            .enumerate()
-            .map(|(w, range)| {
-                let in_window: Vec<&[(RecordKey, TraceCounts)]> = parts
+        // Each window's records go into its own stretch of the final list (sized to every
+        // chunk's records of the window), are sorted and merged there, and the stretches are
+        // then closed up: one list of records, not one per window and a copy of them all.
+        let sizes: Vec<usize> = (0..pieces as usize)
+            .map(|w| {
+                parts
                     .iter()
-                    .map(|((records, starts), _, _)| &records[starts[w]..starts[w + 1]])
-                    .collect();
-                let (mut records, starts) =
-                    group_stably(&in_window, (range[1] - range[0]) as usize, |(k, _)| {
-                        (rank(k.func) - range[0]) as usize
-                    });
+                    .map(|((_, starts), _, _)| starts[w + 1] - starts[w])
+                    .sum()
+            })
+            .collect();
+        let total = sizes.iter().sum();
+        let Some(&first) = parts
+            .iter()
+            .find_map(|((records, _), _, _)| records.first())
+        else {
+            return BranchProfile {
+                records: Vec::new(),
+                stats,
+                executed_bytes,
+            };
+        };
+        let mut records = vec![first; total];
+        let mut stretches = Vec::with_capacity(sizes.len());
+        let mut rest = records.as_mut_slice();
+        for &size in &sizes {
+            let (stretch, tail) = rest.split_at_mut(size);
+            stretches.push(stretch);
+            rest = tail;
+        }
+        let kept: Vec<usize> = bounds
+            .par_windows(2)
+            .zip(stretches)
+            .enumerate()
+            .map(|(w, (range, stretch))| {
+                let in_window = parts.iter().flat_map(|((records, starts), _, _)| {
+                    records[starts[w]..starts[w + 1]].iter().copied()
+                });
+                let functions = (range[1] - range[0]) as usize;
+                let of = |(k, _): &(RecordKey, TraceCounts)| (rank(k.func) - range[0]) as usize;
+                let starts = group_starts(in_window.clone(), functions, of);
+                place_groups(in_window, &starts, of, stretch);
                 for f in starts.windows(2) {
-                    records[f[0]..f[1]].sort_unstable_by_key(|(k, _)| {
+                    stretch[f[0]..f[1]].sort_unstable_by_key(|(k, _)| {
                         (k.external_entry, k.from, self.destination_order(k.to))
                     });
                 }
                 // The same record from two chunks is counted once, with both counts (equal
                 // records are neighbours now: one function, one sort key).
-                records.dedup_by(|(k, c), (kept, into)| {
-                    let same = k == kept;
-                    if same {
-                        add(into, c.count, c.mispreds);
-                    }
-                    same
-                });
-                records
+                merge_equal_neighbours(stretch)
             })
             .collect();
-        // Copied into one list in parallel: rayon's collect of a flattened iterator appends on
-        // one thread.
-        let records = crate::concat(&windows);
+        drop(parts);
+        let mut end = 0;
+        let mut at = 0;
+        for (&size, &kept) in sizes.iter().zip(&kept) {
+            records.copy_within(at..at + kept, end);
+            end += kept;
+            at += size;
+        }
+        records.truncate(end);
         BranchProfile {
             records,
             stats,
@@ -1315,37 +1345,82 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     }
 }
 
-/// The items of `parts` (in order) grouped by `group` (each below `groups`), in a counting
-/// sort: group `g` is `items[starts[g]..starts[g + 1]]`, its items in their input order.
+/// The items of `items` (in order) grouped by `group` (each below `groups`), in a counting
+/// sort: group `g` is `out[starts[g]..starts[g + 1]]`, its items in their input order. `items`
+/// is iterated twice (counted, then placed), so a chunk's table of records is grouped straight
+/// from the table, without a list of them first.
 fn group_stably<T: Copy>(
-    parts: &[&[T]],
+    items: impl Iterator<Item = T> + Clone,
     groups: usize,
     group: impl Fn(&T) -> usize,
 ) -> (Vec<T>, Vec<usize>) {
+    let starts = group_starts(items.clone(), groups, &group);
+    let Some(first) = items.clone().next() else {
+        return (Vec::new(), starts);
+    };
+    // Every slot is written by `place_groups`; `first` only fills the list safely until then.
+    let mut out = vec![first; starts[groups]];
+    place_groups(items, &starts, group, &mut out);
+    (out, starts)
+}
+
+/// Where each group of `items` starts in their grouped order (`groups + 1` entries, the last
+/// one the number of items).
+fn group_starts<T>(
+    items: impl Iterator<Item = T>,
+    groups: usize,
+    group: impl Fn(&T) -> usize,
+) -> Vec<usize> {
     let mut starts = vec![0usize; groups + 1];
-    for item in parts.iter().copied().flatten() {
-        starts[group(item) + 1] += 1;
+    for item in items {
+        starts[group(&item) + 1] += 1;
     }
     for g in 1..starts.len() {
         starts[g] += starts[g - 1];
     }
-    let Some(&first) = parts.iter().find_map(|p| p.first()) else {
-        return (Vec::new(), starts);
-    };
-    // Every slot is written below; `first` only fills the list safely until then.
-    let mut items = vec![first; starts[groups]];
-    let mut next = starts.clone();
-    for &item in parts.iter().copied().flatten() {
-        let at = &mut next[group(&item)];
-        items[*at] = item;
-        *at += 1;
+    starts
+}
+
+/// Write `items` into `out` grouped ([`group_starts`] of the same items), each group in input
+/// order. An item whose group is already full (only if `items` differs from what was counted)
+/// is left out rather than written out of place.
+fn place_groups<T>(
+    items: impl Iterator<Item = T>,
+    starts: &[usize],
+    group: impl Fn(&T) -> usize,
+    out: &mut [T],
+) {
+    let mut next = starts.to_vec();
+    for item in items {
+        let g = group(&item);
+        if next[g] < starts[g + 1]
+            && let Some(slot) = out.get_mut(next[g])
+        {
+            *slot = item;
+            next[g] += 1;
+        }
     }
-    (items, starts)
+}
+
+/// Merge runs of records with one key in `records` into their first record (counts summed),
+/// moving the kept records to the front; how many were kept.
+fn merge_equal_neighbours(records: &mut [(RecordKey, TraceCounts)]) -> usize {
+    let mut kept = 0;
+    for i in 0..records.len() {
+        let (k, c) = records[i];
+        if kept > 0 && records[kept - 1].0 == k {
+            add(&mut records[kept - 1].1, c.count, c.mispreds);
+        } else {
+            records[kept] = (k, c);
+            kept += 1;
+        }
+    }
+    kept
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Density, group_stably, name_ranks};
+    use super::{Density, group_stably, merge_equal_neighbours, name_ranks};
     use proptest::prelude::*;
 
     proptest! {
@@ -1411,6 +1486,34 @@ mod tests {
     }
 
     proptest! {
+        /// Merging equal neighbours in place keeps the first record of each run of one key,
+        /// with the run's counts summed, in order: what `Vec::dedup_by` with summing gives.
+        #[test]
+        fn merging_equal_neighbours_sums_each_run(
+            records in proptest::collection::vec((0u32..3, 0u64..3, 0u64..1000, 0u64..10), 0..60),
+        ) {
+            use super::{Loc, RecordKey};
+            use crate::preagg::TraceCounts;
+            let mut records: Vec<(RecordKey, TraceCounts)> = records
+                .into_iter()
+                .map(|(f, from, count, mispreds)| {
+                    let key = RecordKey { func: f, external_entry: false, from, to: Loc::Unknown };
+                    (key, TraceCounts { count, mispreds })
+                })
+                .collect();
+            let mut want = records.clone();
+            want.dedup_by(|(k, c), (kept, into)| {
+                let same = k == kept;
+                if same {
+                    into.count += c.count;
+                    into.mispreds += c.mispreds;
+                }
+                same
+            });
+            let kept = merge_equal_neighbours(&mut records);
+            prop_assert_eq!(&records[..kept], &want[..]);
+        }
+
         /// Grouping is a stable sort by group: the groups in order, each group's items in the
         /// order the parts give them.
         #[test]
@@ -1420,8 +1523,7 @@ mod tests {
                 0..6,
             ),
         ) {
-            let slices: Vec<&[(usize, u32)]> = parts.iter().map(Vec::as_slice).collect();
-            let (items, starts) = group_stably(&slices, 12, |t| t.0);
+            let (items, starts) = group_stably(parts.iter().flatten().copied(), 12, |t| t.0);
             let mut want: Vec<(usize, u32)> = parts.iter().flatten().copied().collect();
             want.sort_by_key(|t| t.0);
             prop_assert_eq!(&items, &want);
