@@ -202,11 +202,7 @@ pub fn read_binary(bin: &Binary<'_>, options: ReadOptions) -> Result<ElfBbAddrMa
         FileKind::Core => ElfKind::Other(4),
         FileKind::Other(t) => ElfKind::Other(t),
     };
-    let our_endian = if bin.is_little_endian() {
-        Endian::Little
-    } else {
-        Endian::Big
-    };
+    let our_endian = bin.endian();
     let address_size: u8 = if bin.is_64() { 8 } else { 4 };
     let symbols = bin.symtab()?;
 

@@ -1009,13 +1009,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             };
         };
         let mut records = vec![first; total];
-        let mut stretches = Vec::with_capacity(sizes.len());
-        let mut rest = records.as_mut_slice();
-        for &size in &sizes {
-            let (stretch, tail) = rest.split_at_mut(size);
-            stretches.push(stretch);
-            rest = tail;
-        }
+        let stretches = crate::split_lengths(&mut records, sizes.iter().copied());
         let kept: Vec<usize> = bounds
             .par_windows(2)
             .zip(stretches)
@@ -1038,7 +1032,6 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 merge_equal_neighbours(stretch)
             })
             .collect();
-        drop(parts);
         let mut end = 0;
         let mut at = 0;
         for (&size, &kept) in sizes.iter().zip(&kept) {

@@ -69,28 +69,41 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The lists one after another, in one list of the exact size, copied in parallel: copying the
-/// million traces of a pre-aggregated profile (or the records of its aggregation) on one thread
+/// million traces of a pre-aggregated profile on one thread
 /// kept the other core idle for tens of milliseconds (the first write to each page of the new
 /// list is most of the cost). Written by hand: rayon collects only indexed iterators in place,
 /// and a flattened list of lists is not one.
 pub(crate) fn concat<T: Copy + Send + Sync>(lists: &[Vec<T>]) -> Vec<T> {
-    use rayon::iter::{IntoParallelIterator, ParallelIterator};
+    use rayon::iter::{IndexedParallelIterator, IntoParallelIterator, ParallelIterator};
     let total = lists.iter().map(Vec::len).sum();
     let mut all = Vec::with_capacity(total);
-    let mut rest = &mut all.spare_capacity_mut()[..total];
-    let mut parts = Vec::with_capacity(lists.len());
-    for list in lists {
-        let (part, tail) = rest.split_at_mut(list.len());
-        parts.push((part, list.as_slice()));
-        rest = tail;
-    }
+    let parts = split_lengths(
+        &mut all.spare_capacity_mut()[..total],
+        lists.iter().map(Vec::len),
+    );
     parts
         .into_par_iter()
+        .zip(lists.into_par_iter())
         .for_each(|(part, list)| _ = part.write_copy_of_slice(list));
     // SAFETY: the parts are the first `total` slots of `all`, one per list, each as long as its
     // list (their lengths sum to `total`), and each was written from its list above.
     unsafe { all.set_len(total) };
     all
+}
+
+/// `items` cut into consecutive parts of the given `lengths` (whose sum must not exceed
+/// `items.len()`; the rest is left out), for parallel work that fills one list part by part.
+pub(crate) fn split_lengths<T>(
+    mut items: &mut [T],
+    lengths: impl ExactSizeIterator<Item = usize>,
+) -> Vec<&mut [T]> {
+    let mut parts = Vec::with_capacity(lengths.len());
+    for len in lengths {
+        let (part, tail) = items.split_at_mut(len);
+        parts.push(part);
+        items = tail;
+    }
+    parts
 }
 
 #[cfg(test)]
