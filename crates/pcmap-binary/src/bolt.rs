@@ -55,8 +55,10 @@ pub enum FunctionKind {
 pub struct BoltFunction<'a> {
     /// BOLT's names for the function: the first is the one printed in profiles
     /// (`name` for globals, `name/N` for locals); local functions with a file symbol also get
-    /// `name/file/N`. Borrowed from the binary's symbols where they name it.
-    pub names: Vec<Cow<'a, str>>,
+    /// `name/file/N`. Borrowed from the binary's symbols where they name it; one is held
+    /// without an allocation of its own (a large binary has hundreds of thousands of functions,
+    /// nearly all with one name).
+    pub names: Names<'a>,
     /// Start address.
     pub address: u64,
     /// Size (the symbol size, or up to the next function for zero-size symbols).
@@ -68,6 +70,71 @@ pub struct BoltFunction<'a> {
     /// Ordinary or PLT.
     pub kind: FunctionKind,
 }
+
+/// A function's names ([`BoltFunction::names`], read as a slice): one is held without an
+/// allocation of its own, as it is for nearly every function.
+///
+/// Written here rather than taken from `smallvec`: a `SmallVec` is invariant in the lifetime of
+/// its items, which would make every model borrowing a binary invariant in that borrow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Names<'a> {
+    /// The one name of most functions.
+    One(Cow<'a, str>),
+    /// Several names (or none).
+    Many(Vec<Cow<'a, str>>),
+}
+
+impl<'a> Names<'a> {
+    /// Add `name` after the others.
+    pub fn push(&mut self, name: Cow<'a, str>) {
+        match self {
+            Names::Many(all) => all.push(name),
+            Names::One(_) => {
+                let Names::One(first) = std::mem::replace(self, Names::Many(Vec::new())) else {
+                    unreachable!("matched as one name just above");
+                };
+                *self = Names::Many(vec![first, name]);
+            }
+        }
+    }
+}
+
+impl<'a> std::ops::Deref for Names<'a> {
+    type Target = [Cow<'a, str>];
+
+    fn deref(&self) -> &[Cow<'a, str>] {
+        match self {
+            Names::One(name) => std::slice::from_ref(name),
+            Names::Many(all) => all,
+        }
+    }
+}
+
+impl<'a> Extend<Cow<'a, str>> for Names<'a> {
+    fn extend<I: IntoIterator<Item = Cow<'a, str>>>(&mut self, names: I) {
+        for name in names {
+            self.push(name);
+        }
+    }
+}
+
+impl<'a> From<Vec<Cow<'a, str>>> for Names<'a> {
+    fn from(names: Vec<Cow<'a, str>>) -> Self {
+        Names::Many(names)
+    }
+}
+
+impl<'n, 'a> IntoIterator for &'n Names<'a> {
+    type Item = &'n Cow<'a, str>;
+    type IntoIter = std::slice::Iter<'n, Cow<'a, str>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Names<'_>>() == 32);
 
 impl BoltFunction<'_> {
     /// The name printed in fdata for this function.
@@ -185,7 +252,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 continue;
             };
             functions.push(BoltFunction {
-                names: vec![Cow::Borrowed(name)],
+                names: Names::One(Cow::Borrowed(name)),
                 address,
                 size: 0,
                 max_size: 0,
@@ -250,7 +317,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 continue;
             }
             functions.push(BoltFunction {
-                names: vec![Cow::Owned(format!("{FDE_FUNCTION_PREFIX}{address:x}"))],
+                names: Names::One(Cow::Owned(format!("{FDE_FUNCTION_PREFIX}{address:x}"))),
                 address,
                 size,
                 max_size: 0,
@@ -604,24 +671,27 @@ fn functions_of_symbols<'b, 'data>(
     // below reads of it. The fields are copied out in table order, which reads the table front
     // to back, and sorted with them: walking the symbols themselves in address order missed the
     // cache on nearly every one.
-    let mut keyed: Vec<WalkedSymbol<'b>> = binary
-        .symbols()
-        .iter()
-        .filter(|s| {
-            !s.name.is_empty()
-                && !s.is_undefined
-                && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
-        })
-        .map(|s| WalkedSymbol {
-            address: s.address,
-            index: s.index,
-            size: s.size,
-            name: s.bolt_name.as_deref().unwrap_or(s.name),
-            file_name: s.bolt_file_name.as_deref(),
-            kind: s.kind,
-            is_local: s.is_local,
-        })
-        .collect();
+    // Sized for every symbol too: collected from a filter, the list grew by doubling.
+    let mut keyed: Vec<WalkedSymbol<'b>> = Vec::with_capacity(binary.symbols().len());
+    keyed.extend(
+        binary
+            .symbols()
+            .iter()
+            .filter(|s| {
+                !s.name.is_empty()
+                    && !s.is_undefined
+                    && !matches!(s.kind, SymbolKind::Section | SymbolKind::File)
+            })
+            .map(|s| WalkedSymbol {
+                address: s.address,
+                index: s.index,
+                size: s.size,
+                name: s.bolt_name.as_deref().unwrap_or(s.name),
+                file_name: s.bolt_file_name.as_deref(),
+                kind: s.kind,
+                is_local: s.is_local,
+            }),
+    );
     keyed.par_sort_unstable_by_key(|s| (s.address, s.index));
     let symbols = binary.symbols();
     // A symbol's index is its place in the table.
@@ -636,8 +706,11 @@ fn functions_of_symbols<'b, 'data>(
             continue;
         }
         // Borrowed, not copied: a large binary has hundreds of thousands of functions.
-        let mut names = vec![Cow::Borrowed(s.name)];
-        names.extend(s.file_name.map(Cow::Borrowed));
+        let names = || {
+            let mut names = Names::One(Cow::Borrowed(s.name));
+            names.extend(s.file_name.map(Cow::Borrowed));
+            names
+        };
         if is_label {
             // A label inside the previous function is not a function of its own: inside
             // its size, or, when its size is unknown (0), a local untyped label of its
@@ -662,7 +735,8 @@ fn functions_of_symbols<'b, 'data>(
         if let Some(last) = functions.last_mut()
             && last.address == s.address
         {
-            last.names.extend(names);
+            last.names.push(Cow::Borrowed(s.name));
+            last.names.extend(s.file_name.map(Cow::Borrowed));
             last.size = last.size.max(s.size);
             // A typed symbol at the same address: no longer a function of a label alone (it
             // can only be the last one recorded).
@@ -675,7 +749,7 @@ fn functions_of_symbols<'b, 'data>(
             from_label.push(s.address);
         }
         functions.push(BoltFunction {
-            names,
+            names: names(),
             address: s.address,
             size: s.size,
             max_size: 0,
@@ -1045,7 +1119,7 @@ fn add_plt_functions<'a>(binary: &'a Binary<'_>, functions: &mut Vec<BoltFunctio
     ) else {
         return;
     };
-    let pseudo = |names: Vec<Cow<'a, str>>, address: u64| BoltFunction {
+    let pseudo = |names: Names<'a>, address: u64| BoltFunction {
         names,
         address,
         size: 16,
@@ -1054,7 +1128,7 @@ fn add_plt_functions<'a>(binary: &'a Binary<'_>, functions: &mut Vec<BoltFunctio
     };
     // BOLT covers the PLT header with a pseudo function of its own.
     functions.push(pseudo(
-        vec![Cow::Borrowed("__BOLT_PSEUDO_.plt")],
+        Names::One(Cow::Borrowed("__BOLT_PSEUDO_.plt")),
         plt.address,
     ));
     let (entry_size, word) = if binary.is_64() { (24, 8) } else { (12, 4) };
@@ -1081,16 +1155,36 @@ fn add_plt_functions<'a>(binary: &'a Binary<'_>, functions: &mut Vec<BoltFunctio
         if address.saturating_add(16) > plt.address.saturating_add(plt.size) {
             break;
         }
-        functions.push(pseudo(vec![Cow::Owned(format!("{name}@PLT"))], address));
+        functions.push(pseudo(
+            Names::One(Cow::Owned(format!("{name}@PLT"))),
+            address,
+        ));
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::EntryPoints;
+    use super::{EntryPoints, Names};
     use proptest::prelude::*;
+    use std::borrow::Cow;
 
     proptest! {
+        /// Names pushed one by one after a first read back as the list of all of them, in
+        /// order, whether one is held inline or several in a list.
+        #[test]
+        fn names_read_back_in_the_order_given(
+            first in "[a-z/]{0,6}",
+            rest in proptest::collection::vec("[a-z/]{0,6}", 0..5),
+        ) {
+            let mut names = Names::One(Cow::Owned(first.clone()));
+            names.extend(rest.iter().map(|n| Cow::Owned(n.clone())));
+            let want: Vec<&str> = std::iter::once(&first).chain(&rest).map(String::as_str).collect();
+            let got: Vec<&str> = names.iter().map(|n| &**n).collect();
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!((&names).into_iter().count(), want.len());
+            prop_assert_eq!(names.len() == 1, matches!(names, Names::One(_)));
+        }
+
         /// Each function's entry points are the offsets paired with its index, in order; a
         /// function with none has an empty list.
         #[test]

@@ -1055,7 +1055,7 @@ impl<'data> NamingTable<'data> for ParsedSymbols<'_, 'data> {
     fn set_names(&mut self, index: usize, (primary, alt): BoltNames<'data>) {
         let s = &mut self.symbols[index];
         s.bolt_name = Some(primary);
-        s.bolt_file_name = alt;
+        s.bolt_file_name = alt.map(String::into_boxed_str);
     }
 }
 

@@ -122,6 +122,33 @@ impl<'data> Binary<'data> {
         self.fdes().into_iter().map(|(s, l, _)| (s, l)).collect()
     }
 
+    /// The byte order of the unwind sections, as gimli names it.
+    fn gimli_endian(&self) -> gimli::RunTimeEndian {
+        if self.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        }
+    }
+
+    /// The number of FDEs `.eh_frame_hdr` says its search table holds (0 when there is no
+    /// such section or it cannot be read): only a hint, as nothing ties it to `.eh_frame`.
+    fn fde_count_hint(&self) -> usize {
+        let Some(section) = self.section_by_name(".eh_frame_hdr") else {
+            return 0;
+        };
+        let Ok(bytes) = section.data() else {
+            return 0;
+        };
+        let bases = gimli::BaseAddresses::default().set_eh_frame_hdr(section.address);
+        let address_size = if self.is_64() { 8 } else { 4 };
+        gimli::EhFrameHdr::new(&bytes, self.gimli_endian())
+            .parse(&bases, address_size)
+            .ok()
+            .and_then(|hdr| hdr.table().map(|t| t.iter(&bases).size_hint().0))
+            .unwrap_or(0)
+    }
+
     /// `(start, length, LSDA address)` of every FDE with a non-zero length in `.eh_frame`, in
     /// section order; parsing stops at the first malformed entry. The one `.eh_frame` walk.
     pub(crate) fn fdes(&self) -> Vec<(u64, u64, Option<u64>)> {
@@ -132,18 +159,16 @@ impl<'data> Binary<'data> {
         let Ok(bytes) = section.data() else {
             return Vec::new();
         };
-        let endian = if self.is_little_endian() {
-            gimli::RunTimeEndian::Little
-        } else {
-            gimli::RunTimeEndian::Big
-        };
-        let mut eh_frame = gimli::EhFrame::new(&bytes, endian);
+        let mut eh_frame = gimli::EhFrame::new(&bytes, self.gimli_endian());
         eh_frame.set_address_size(if self.is_64() { 8 } else { 4 });
         let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address);
         if let Some(text) = self.section_by_name(".text") {
             bases = bases.set_text(text.address);
         }
-        let mut out = Vec::new();
+        // Sized from the FDE count of `.eh_frame_hdr` when there is one (grown by doubling, a
+        // large binary's list was copied several times); never beyond what the section can hold
+        // (an FDE takes at least 16 bytes).
+        let mut out = Vec::with_capacity(self.fde_count_hint().min(bytes.len() / 16));
         // A binary has a handful of CIEs shared by its (hundreds of thousands of) FDEs: each is
         // parsed once, not once per FDE. The first few are kept (a file with many more costs
         // no more than before, and no quadratic search).

@@ -56,8 +56,11 @@ pub struct Symbol<'data> {
     /// Borrowed from the file where it is the stored name (most globals).
     pub bolt_name: Option<Cow<'data, str>>,
     /// BOLT's alternative name of a local function with a file symbol: `name/file/N`.
-    pub bolt_file_name: Option<String>,
+    pub bolt_file_name: Option<Box<str>>,
 }
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Symbol<'_>>() == 120);
 
 /// One `STT_FUNC` or `STT_GNU_IFUNC` symbol defined in the file.
 #[derive(Debug, Clone)]
@@ -84,7 +87,7 @@ pub struct FunctionSymbol<'data> {
     /// the file where it is the stored name.
     pub bolt_name: Cow<'data, str>,
     /// BOLT's alternative name for a local function with a file symbol: `name/file/N`.
-    pub bolt_file_name: Option<String>,
+    pub bolt_file_name: Option<Box<str>>,
 }
 
 /// A function: one address range named by one or more symbols (aliases share an address).

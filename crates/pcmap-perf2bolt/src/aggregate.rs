@@ -1427,7 +1427,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, n)| pcmap_binary::bolt::BoltFunction {
-                    names: vec![std::borrow::Cow::Borrowed(n.as_str())],
+                    names: pcmap_binary::bolt::Names::One(std::borrow::Cow::Borrowed(n.as_str())),
                     address: i as u64,
                     size: 1,
                     max_size: 1,

@@ -208,7 +208,7 @@ impl std::fmt::Debug for Insn {
 /// A block's successors.
 pub type Succs = smallvec::SmallVec<[u32; 4]>;
 
-/// One basic block.
+/// One basic block (56 bytes: a profiled program's CFGs hold hundreds of thousands).
 #[derive(Debug, Clone)]
 pub struct Block {
     /// Offset of the first instruction.
@@ -224,9 +224,9 @@ pub struct Block {
     pub succs: Succs,
     /// Whether the block is an entry point.
     pub is_entry: bool,
-    /// Landing-pad blocks of the invokes in this block (the throw edges), in the order their
-    /// first invoke appears, without duplicates.
-    pub landing_pads: Vec<u32>,
+    /// Where this block's landing pads lie in [`Cfg::landing_pads`] (start, count): see
+    /// [`Cfg::landing_pads_of`]. One list per CFG: nearly every block has none.
+    landing_pads: (u32, u32),
     /// Whether an invoke of the function throws to this block (BOLT's `isLandingPad`).
     pub is_landing_pad: bool,
     /// How many instructions of this block are invokes (calls with a landing pad that is a
@@ -251,9 +251,21 @@ pub struct Cfg {
     pub hashes: Option<Box<crate::block_hash::Hashes>>,
     /// Blocks in input layout (address) order.
     pub blocks: Vec<Block>,
+    /// Every block's landing pads, block after block ([`Cfg::landing_pads_of`]).
+    landing_pads: Vec<u32>,
 }
 
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Block>() == 56);
+
 impl Cfg {
+    /// The landing-pad blocks of the invokes in block `b` of this CFG (its throw edges), in the
+    /// order their first invoke appears, without duplicates.
+    pub fn landing_pads_of(&self, b: &Block) -> &[u32] {
+        let (start, len) = (b.landing_pads.0 as usize, b.landing_pads.1 as usize);
+        self.landing_pads.get(start..start + len).unwrap_or(&[])
+    }
+
     /// BOLT's depth-first block order (`BinaryFunction::dfs`, used with `--profile-use-dfs`):
     /// from the entry blocks in offset order, each block's landing pads and successors pushed on
     /// a stack. After a conditional branch with two successors the fall-through is visited first
@@ -279,7 +291,7 @@ impl Cfg {
             *seen = true;
             order.push(bi);
             let b = &self.blocks[bi as usize];
-            stack.extend_from_slice(&b.landing_pads);
+            stack.extend_from_slice(self.landing_pads_of(b));
             match (self.conditional_branch(bi as usize), b.succs.as_slice()) {
                 (Some(code), &[taken, fall]) => {
                     if is_canonical_condition(code) {
@@ -841,6 +853,7 @@ pub fn build_from(
             insns,
             hashes: None,
             blocks: Vec::new(),
+            landing_pads: Vec::new(),
         };
     }
     let is_boundary = |off: u64| {
@@ -866,6 +879,7 @@ pub fn build_from(
                 insns,
                 hashes: None,
                 blocks: Vec::new(),
+                landing_pads: Vec::new(),
             };
         }
         leaders.push(t);
@@ -876,6 +890,7 @@ pub fn build_from(
             insns,
             hashes: None,
             blocks: Vec::new(),
+            landing_pads: Vec::new(),
         };
     };
     leaders.extend(eh.pads.iter().copied());
@@ -912,12 +927,15 @@ pub fn build_from(
             end_insn: insn_idx as u32,
             succs: Succs::new(),
             is_entry: lead == 0 || entries.contains(&lead),
-            landing_pads: Vec::new(),
+            landing_pads: (0, 0),
             is_landing_pad: false,
             invokes: 0,
         });
     }
-    // Throw edges (BOLT's `recomputeLandingPads`).
+    // Throw edges (BOLT's `recomputeLandingPads`): (block, landing-pad block) in invoke order,
+    // then grouped by block (stably: each block's pads in the order their first invoke
+    // appears), without duplicates.
+    let mut throws: Vec<(u32, u32)> = Vec::new();
     for &(k, pad) in &eh.invokes {
         let bi = blocks.partition_point(|b| b.end_insn <= k);
         let Ok(pb) = leaders.binary_search(&pad) else {
@@ -927,10 +945,20 @@ pub fn build_from(
             continue;
         }
         blocks[bi].invokes += 1;
-        if !blocks[bi].landing_pads.contains(&(pb as u32)) {
-            blocks[bi].landing_pads.push(pb as u32);
-            blocks[pb].is_landing_pad = true;
+        throws.push((bi as u32, pb as u32));
+    }
+    throws.sort_by_key(|t| t.0);
+    let mut landing_pads = Vec::with_capacity(throws.len());
+    for run in throws.chunk_by(|a, b| a.0 == b.0) {
+        let start = landing_pads.len();
+        for &(_, pb) in run {
+            if !landing_pads[start..].contains(&pb) {
+                landing_pads.push(pb);
+                blocks[pb as usize].is_landing_pad = true;
+            }
         }
+        blocks[run[0].0 as usize].landing_pads =
+            (start as u32, (landing_pads.len() - start) as u32);
     }
     // Every indirect jump classified once (see `IndirectJump`); outside relocation mode (no
     // strict mode) BOLT rejects the CFG of a function with an unanalyzable one ("failed to
@@ -973,6 +1001,7 @@ pub fn build_from(
             insns,
             hashes: None,
             blocks: Vec::new(),
+            landing_pads: Vec::new(),
         };
     }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
@@ -1049,6 +1078,7 @@ pub fn build_from(
         insns,
         hashes: None,
         blocks,
+        landing_pads,
     }
 }
 

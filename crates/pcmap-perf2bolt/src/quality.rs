@@ -732,8 +732,8 @@ pub fn quality(agg: &Aggregator<'_, '_>, view: &ProfileView) -> Option<Quality> 
                 if blk.count == 0 || insns == 0 || cblk.is_landing_pad {
                     continue;
                 }
-                if cblk
-                    .landing_pads
+                if cfg
+                    .landing_pads_of(cblk)
                     .iter()
                     .any(|&lp| fp.blocks[lp as usize].count > 0)
                 {

@@ -305,7 +305,7 @@ mod tests {
             let functions: Vec<BoltFunction<'_>> = functions
                 .into_iter()
                 .map(|(address, size, max_size, plt)| BoltFunction {
-                    names: vec!["f".into()],
+                    names: pcmap_binary::bolt::Names::One("f".into()),
                     address,
                     size,
                     max_size,

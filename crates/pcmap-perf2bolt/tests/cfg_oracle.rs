@@ -127,10 +127,10 @@ fn compare(bin: &std::path::Path) -> usize {
             } else {
                 Vec::new()
             },
-            landing_pads: if c.simple && c.blocks.iter().any(|b| !b.landing_pads.is_empty()) {
+            landing_pads: if c.simple && c.blocks.iter().any(|b| !c.landing_pads_of(b).is_empty()) {
                 c.blocks
                     .iter()
-                    .map(|b| b.landing_pads.iter().map(|&p| p as usize).collect())
+                    .map(|b| c.landing_pads_of(b).iter().map(|&p| p as usize).collect())
                     .collect()
             } else {
                 Vec::new()
