@@ -203,7 +203,7 @@ pub fn read_binary(bin: &Binary<'_>, options: ReadOptions) -> Result<ElfBbAddrMa
         FileKind::Other(t) => ElfKind::Other(t),
     };
     let our_endian = bin.endian();
-    let address_size: u8 = if bin.is_64() { 8 } else { 4 };
+    let address_size = bin.address_size();
     let symbols = bin.symtab()?;
 
     // STT_FUNC symbols by value, in symbol-table order (llvm-readobj's AddressToIndexMap).

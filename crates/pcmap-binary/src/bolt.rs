@@ -89,12 +89,8 @@ impl<'a> Names<'a> {
     pub fn push(&mut self, name: Cow<'a, str>) {
         match self {
             Names::Many(all) => all.push(name),
-            Names::One(_) => {
-                let Names::One(first) = std::mem::replace(self, Names::Many(Vec::new())) else {
-                    unreachable!("matched as one name just above");
-                };
-                *self = Names::Many(vec![first, name]);
-            }
+            // Taking the name leaves an empty owned string behind, which allocates nothing.
+            Names::One(first) => *self = Names::Many(vec![std::mem::take(first), name]),
         }
     }
 }
@@ -118,9 +114,15 @@ impl<'a> Extend<Cow<'a, str>> for Names<'a> {
     }
 }
 
-impl<'a> From<Vec<Cow<'a, str>>> for Names<'a> {
-    fn from(names: Vec<Cow<'a, str>>) -> Self {
-        Names::Many(names)
+impl<'a> FromIterator<Cow<'a, str>> for Names<'a> {
+    fn from_iter<I: IntoIterator<Item = Cow<'a, str>>>(names: I) -> Self {
+        let mut names = names.into_iter();
+        let Some(first) = names.next() else {
+            return Names::Many(Vec::new());
+        };
+        let mut all = Names::One(first);
+        all.extend(names);
+        all
     }
 }
 
@@ -707,9 +709,9 @@ fn functions_of_symbols<'b, 'data>(
         }
         // Borrowed, not copied: a large binary has hundreds of thousands of functions.
         let names = || {
-            let mut names = Names::One(Cow::Borrowed(s.name));
-            names.extend(s.file_name.map(Cow::Borrowed));
-            names
+            std::iter::once(s.name)
+                .chain(s.file_name)
+                .map(Cow::Borrowed)
         };
         if is_label {
             // A label inside the previous function is not a function of its own: inside
@@ -735,8 +737,7 @@ fn functions_of_symbols<'b, 'data>(
         if let Some(last) = functions.last_mut()
             && last.address == s.address
         {
-            last.names.push(Cow::Borrowed(s.name));
-            last.names.extend(s.file_name.map(Cow::Borrowed));
+            last.names.extend(names());
             last.size = last.size.max(s.size);
             // A typed symbol at the same address: no longer a function of a label alone (it
             // can only be the last one recorded).
@@ -749,7 +750,7 @@ fn functions_of_symbols<'b, 'data>(
             from_label.push(s.address);
         }
         functions.push(BoltFunction {
-            names: names(),
+            names: names().collect(),
             address: s.address,
             size: s.size,
             max_size: 0,
@@ -1169,8 +1170,8 @@ mod tests {
     use std::borrow::Cow;
 
     proptest! {
-        /// Names pushed one by one after a first read back as the list of all of them, in
-        /// order, whether one is held inline or several in a list.
+        /// Names pushed one by one after a first, or collected, read back as the list of all of
+        /// them, in order, whether one is held inline or several in a list.
         #[test]
         fn names_read_back_in_the_order_given(
             first in "[a-z/]{0,6}",
@@ -1183,6 +1184,10 @@ mod tests {
             prop_assert_eq!(&got, &want);
             prop_assert_eq!((&names).into_iter().count(), want.len());
             prop_assert_eq!(names.len() == 1, matches!(names, Names::One(_)));
+            let collected: Names<'_> =
+                std::iter::once(&first).chain(&rest).map(|n| Cow::Borrowed(n.as_str())).collect();
+            let collected: Vec<&str> = collected.iter().map(|n| &**n).collect();
+            prop_assert_eq!(&collected, &want);
         }
 
         /// Each function's entry points are the offsets paired with its index, in order; a

@@ -275,6 +275,11 @@ impl<'data> Binary<'data> {
         self.is_64
     }
 
+    /// The size of an address in bytes: 8 for ELF64, 4 for ELF32.
+    pub fn address_size(&self) -> u8 {
+        if self.is_64 { 8 } else { 4 }
+    }
+
     /// Little-endian rather than big-endian.
     pub fn is_little_endian(&self) -> bool {
         self.is_little_endian

@@ -79,7 +79,7 @@ impl Binary<'_> {
         let reader = Reader {
             lsda: address,
             section_address: section.address,
-            pointer_size: if self.is_64() { 8 } else { 4 },
+            pointer_size: self.address_size(),
         };
         let lp_encoding = reader.u8(&mut c, "landing-pad base encoding")?;
         let landing_pad_base = if lp_encoding == DW_EH_PE_OMIT {

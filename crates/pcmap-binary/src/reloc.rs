@@ -141,9 +141,8 @@ impl<'data> Binary<'data> {
             return 0;
         };
         let bases = gimli::BaseAddresses::default().set_eh_frame_hdr(section.address);
-        let address_size = if self.is_64() { 8 } else { 4 };
         gimli::EhFrameHdr::new(&bytes, self.gimli_endian())
-            .parse(&bases, address_size)
+            .parse(&bases, self.address_size())
             .ok()
             .and_then(|hdr| hdr.table().map(|t| t.iter(&bases).size_hint().0))
             .unwrap_or(0)
@@ -160,14 +159,15 @@ impl<'data> Binary<'data> {
             return Vec::new();
         };
         let mut eh_frame = gimli::EhFrame::new(&bytes, self.gimli_endian());
-        eh_frame.set_address_size(if self.is_64() { 8 } else { 4 });
+        eh_frame.set_address_size(self.address_size());
         let mut bases = gimli::BaseAddresses::default().set_eh_frame(section.address);
         if let Some(text) = self.section_by_name(".text") {
             bases = bases.set_text(text.address);
         }
         // Sized from the FDE count of `.eh_frame_hdr` when there is one (grown by doubling, a
-        // large binary's list was copied several times); never beyond what the section can hold
-        // (an FDE takes at least 16 bytes).
+        // large binary's list was copied several times). Capped at one entry per 16 bytes of the
+        // section, so that a header giving a wrong count cannot reserve more than the input
+        // holds; past the cap the list grows as any other.
         let mut out = Vec::with_capacity(self.fde_count_hint().min(bytes.len() / 16));
         // A binary has a handful of CIEs shared by its (hundreds of thousands of) FDEs: each is
         // parsed once, not once per FDE. The first few are kept (a file with many more costs
