@@ -588,6 +588,15 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         out
     }
 
+    /// The function that owns function `fi`'s profile: in BAT mode the function a fragment
+    /// belongs to (a cold fragment's hot parent), otherwise `fi` itself.
+    pub fn owner(&self, fi: usize) -> usize {
+        self.bat
+            .and_then(|b| b.parent_of(self.image.functions()[fi].address))
+            .and_then(|p| self.image.function_at(p))
+            .unwrap_or(fi)
+    }
+
     /// Whether aggregation runs in BAT mode.
     pub fn is_bat(&self) -> bool {
         self.bat.is_some()
@@ -1206,11 +1215,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         let Some(bat) = self.bat else {
             return Some((fi, off));
         };
-        let start = self.image.functions()[fi as usize].address;
-        let Some(parent) = bat.parent_of(start) else {
-            return Some((fi, off));
-        };
-        let owner = self.image.function_at(parent).map_or(fi, |p| p as u32);
+        let owner = self.owner(fi as usize) as u32;
         let owner_address = self.image.functions()[owner as usize].address;
         let offset = match bat.translate_in(owner_address, addr, false) {
             Some(t) => t.input_offset,
@@ -1275,19 +1280,12 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         let start = self.image.functions()[ff].address;
         // Executed bytes go to the owning function of a BAT fragment, whether or not the
         // fall-through turns out valid.
-        let owner = self
-            .bat
-            .and_then(|b| b.parent_of(start))
-            .and_then(|p| self.image.function_at(p))
-            .unwrap_or(ff) as u32;
+        let owner = self.owner(ff) as u32;
         let bytes = out.executed_bytes.entry(owner).or_default();
         *bytes = bytes.wrapping_add(count.wrapping_mul(t.to.wrapping_sub(t.from)));
         if let Some(bat) = self.bat.filter(|b| b.is_bat_function(start)) {
             // BAT replaces the CFG: no validation, records on the owning function.
-            let parent = bat
-                .parent_of(start)
-                .and_then(|p| self.image.function_at(p))
-                .unwrap_or(ff) as u32;
+            let parent = owner;
             let from = t.from.saturating_sub(u64::from(is_return));
             for (src, dst) in bat
                 .fallthroughs_in_trace(start, from, t.to)

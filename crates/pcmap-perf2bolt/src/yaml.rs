@@ -353,16 +353,6 @@ impl Emit for Vec<u8> {
     }
 }
 
-/// The function perf2bolt names as a call's destination: in BAT mode a cold fragment stands for
-/// its hot parent.
-fn callee(agg: &Aggregator<'_, '_>, fi: usize) -> usize {
-    let image = agg.image();
-    agg.bat()
-        .and_then(|b| b.parent_of(image.functions()[fi].address))
-        .and_then(|hot| image.function_at(hot))
-        .unwrap_or(fi)
-}
-
 /// The entry discriminator of a call to `offset` in function `fi` (perf2bolt's
 /// `setCSIDestination`): 0 for the main entry, N for the N-th secondary entry point. For a BAT
 /// function the secondary entry points are BAT's (input offsets); otherwise the entry blocks of
@@ -405,7 +395,7 @@ fn bat_call_discriminator(agg: &Aggregator<'_, '_>, fi: usize, target: u64) -> u
         return 0;
     }
     bat.translate_in(start, target, false).map_or(0, |t| {
-        entry_discriminator(agg, callee(agg, fi), t.input_offset)
+        entry_discriminator(agg, agg.owner(fi), t.input_offset)
     })
 }
 
@@ -569,7 +559,7 @@ fn cfg_function(
                         let (dest_id, disc) =
                             image.function_containing(insn.target).map_or((0, 0), |t| {
                                 let disc = bat_call_discriminator(agg, t, insn.target);
-                                (ids[callee(agg, t)], disc)
+                                (ids[agg.owner(t)], disc)
                             });
                         direct = Some((k.from, calls.len()));
                         // Conditional tail calls keep their mispredictions.
@@ -584,7 +574,7 @@ fn cfg_function(
                 continue;
             }
             let dest_id = match k.to {
-                Loc::Func(t, _) => ids[callee(agg, t as usize)],
+                Loc::Func(t, _) => ids[agg.owner(t as usize)],
                 Loc::Unknown => 0,
             };
             calls.push(call_site(offset, dest_id, 0, c.count, c.mispreds));
@@ -727,7 +717,7 @@ fn bat_function(
                 continue;
             }
             Loc::Func(t, off) => {
-                let t = callee(agg, t as usize);
+                let t = agg.owner(t as usize);
                 (index.ids[t], entry_discriminator(agg, t, off))
             }
             Loc::Unknown => (0, 0),
