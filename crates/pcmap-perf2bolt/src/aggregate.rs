@@ -942,16 +942,14 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// each parallel part looks addresses up near its previous answer (addresses mostly come
     /// in order).
     fn touched(&self, addresses: impl ParallelIterator<Item = u64>) -> Vec<bool> {
-        let touched: Vec<AtomicBool> = (0..self.image.functions().len())
-            .map(|_| AtomicBool::new(false))
-            .collect();
-        addresses.for_each_with(0usize, |hint, a| {
-            if let Some(i) = self.image.function_containing_near(a, *hint) {
+        let functions = addresses.map_with(0usize, |hint, a| {
+            let f = self.image.function_containing_near(a, *hint);
+            if let Some(i) = f {
                 *hint = i;
-                touched[i].store(true, Ordering::Relaxed);
             }
+            f
         });
-        touched.into_iter().map(AtomicBool::into_inner).collect()
+        marked(self.image.functions().len(), functions.flat_map_iter(|f| f))
     }
 
     /// Whether the instruction at `addr` (in function `fi`, if any) is a return.
@@ -993,8 +991,8 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         // About 32 chunks a thread: with 8, the last chunk kept one thread busy while the
         // other waited (tens of milliseconds on 1.2 million traces).
         let chunk = (traces.len() / (rayon::current_num_threads() * 32)).clamp(1024, 1 << 16);
-        // Each chunk merges its own duplicates (in its table of records), and keeps its records
-        // as a list until they can be put in order (a list is half the table's size).
+        // Each chunk merges its own duplicates (in its table of records), then keeps them as a
+        // list, to be grouped in place once the ranks are known.
         type Chunk = (
             Vec<(RecordKey, TraceCounts)>,
             TraceStats,
@@ -1019,22 +1017,23 @@ impl<'a, 'data> Aggregator<'a, 'data> {
             .collect();
         // fdata order: functions by name rank, then (external entry, source, destination). Only
         // the functions the records name are ranked: each record's own and its destination's.
-        let named: Vec<AtomicBool> = (0..self.image.functions().len())
-            .map(|_| AtomicBool::new(false))
-            .collect();
-        chunks.par_iter().for_each(|(records, _, _)| {
-            for (k, _) in records {
-                named[k.func as usize].store(true, Ordering::Relaxed);
-                if let Loc::Func(f, _) = k.to {
-                    named[f as usize].store(true, Ordering::Relaxed);
-                }
-            }
-        });
+        let named = marked(
+            self.image.functions().len(),
+            chunks.par_iter().flat_map_iter(|(records, _, _)| {
+                records.iter().flat_map(|(k, _)| {
+                    let to = match k.to {
+                        Loc::Func(f, _) => Some(f as usize),
+                        Loc::Unknown => None,
+                    };
+                    std::iter::once(k.func as usize).chain(to)
+                })
+            }),
+        );
         let ranks = self.rank_names(
             named
                 .par_iter()
                 .enumerate()
-                .filter(|(_, n)| n.load(Ordering::Relaxed))
+                .filter(|&(_, &n)| n)
                 .map(|(i, _)| i as u32),
         );
         // The records are put in that order one window of name ranks at a time, in parallel:
@@ -1285,17 +1284,16 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         *bytes = bytes.wrapping_add(count.wrapping_mul(t.to.wrapping_sub(t.from)));
         if let Some(bat) = self.bat.filter(|b| b.is_bat_function(start)) {
             // BAT replaces the CFG: no validation, records on the owning function.
-            let parent = owner;
             let from = t.from.saturating_sub(u64::from(is_return));
             for (src, dst) in bat
                 .fallthroughs_in_trace(start, from, t.to)
                 .unwrap_or_default()
             {
                 let key = RecordKey {
-                    func: parent,
+                    func: owner,
                     external_entry: false,
                     from: u64::from(src),
-                    to: Loc::Func(parent, u64::from(dst)),
+                    to: Loc::Func(owner, u64::from(dst)),
                 };
                 out.bump(key, count, 0);
             }
@@ -1417,6 +1415,13 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         }
         out
     }
+}
+
+/// Which of `n` items `marks` names (each below `n`), marked from parallel work.
+fn marked(n: usize, marks: impl ParallelIterator<Item = usize>) -> Vec<bool> {
+    let marked: Vec<AtomicBool> = (0..n).map(|_| AtomicBool::new(false)).collect();
+    marks.for_each(|i| marked[i].store(true, Ordering::Relaxed));
+    marked.into_iter().map(AtomicBool::into_inner).collect()
 }
 
 /// `items` grouped by `group` (each below `groups`) in place, with no order within a group: a
