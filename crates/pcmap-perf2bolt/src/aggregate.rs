@@ -964,9 +964,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
         if f.kind == FunctionKind::Regular && !is_bat {
             let c = self.cfg(fi);
             if c.simple {
-                return c
-                    .insn_at(addr - f.address)
-                    .is_some_and(|i| i.flow() == Flow::Return);
+                return c.is_return_at(addr - f.address);
             }
         }
         cfg::decode_one(self.image, addr) == Some(Flow::Return)
@@ -1120,7 +1118,7 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                 }
                 // The same record from two chunks is counted once, with both counts (equal
                 // records are neighbours now: one function, one sort key).
-                merge_equal_neighbours(stretch)
+                crate::merge_equal_neighbours(stretch)
             })
             .collect();
         let mut end = 0;
@@ -1485,25 +1483,10 @@ fn place_groups<T>(
     }
 }
 
-/// Merge runs of records with one key in `records` into their first record (counts summed),
-/// moving the kept records to the front; how many were kept.
-fn merge_equal_neighbours(records: &mut [(RecordKey, TraceCounts)]) -> usize {
-    let mut kept = 0;
-    for i in 0..records.len() {
-        let (k, c) = records[i];
-        if kept > 0 && records[kept - 1].0 == k {
-            add(&mut records[kept - 1].1, c.count, c.mispreds);
-        } else {
-            records[kept] = (k, c);
-            kept += 1;
-        }
-    }
-    kept
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Density, NameRanks, group_in_place, merge_equal_neighbours};
+    use super::{Density, NameRanks, group_in_place};
+    use crate::merge_equal_neighbours;
     use proptest::prelude::*;
     use rayon::prelude::*;
 

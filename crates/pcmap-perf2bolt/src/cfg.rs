@@ -98,6 +98,18 @@ const FLOWS: [Flow; 7] = [
     Flow::IndirectJump,
     Flow::Trap,
 ];
+/// [`Flow`] by its three bits in [`Insn`]'s packed field: [`FLOWS`] and an eighth entry, never
+/// stored, so that reading the field needs no bounds check.
+const FLOW_OF_BITS: [Flow; 8] = [
+    FLOWS[0],
+    FLOWS[1],
+    FLOWS[2],
+    FLOWS[3],
+    FLOWS[4],
+    FLOWS[5],
+    FLOWS[6],
+    Flow::Trap,
+];
 const INDIRECT_JUMPS: [IndirectJump; 4] = [
     IndirectJump::JumpTable,
     IndirectJump::TailCall,
@@ -141,7 +153,7 @@ impl Insn {
 
     /// Control-flow class.
     pub fn flow(&self) -> Flow {
-        FLOWS[usize::from((self.bits >> FLOW_SHIFT) & 7)]
+        FLOW_OF_BITS[usize::from((self.bits >> FLOW_SHIFT) & 7)]
     }
 
     /// Whether an operand is a memory reference.
@@ -253,12 +265,50 @@ pub struct Cfg {
     pub blocks: Vec<Block>,
     /// Every block's landing pads, block after block ([`Cfg::landing_pads_of`]).
     landing_pads: Vec<u32>,
+    /// Offsets of the return instructions in [`Cfg::insns`], in address order: asked for every
+    /// branch of a profile ([`Cfg::is_return_at`]), and a function has few.
+    returns: Box<[u32]>,
 }
 
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<Block>() == 56);
 
 impl Cfg {
+    /// A CFG of `insns`, their blocks and the blocks' landing pads (all empty when BOLT builds
+    /// none). `returns`: the offsets of the return instructions, when the caller has them
+    /// (found in `insns` otherwise).
+    fn new(
+        simple: bool,
+        insns: Vec<Insn>,
+        blocks: Vec<Block>,
+        landing_pads: Vec<u32>,
+        returns: Option<Vec<u32>>,
+    ) -> Cfg {
+        let found = || -> Vec<u32> {
+            insns
+                .iter()
+                .filter(|i| i.flow() == Flow::Return)
+                .map(|i| i.offset)
+                .collect()
+        };
+        debug_assert!(returns.as_ref().is_none_or(|r| *r == found()));
+        let returns = returns.unwrap_or_else(found).into_boxed_slice();
+        Cfg {
+            simple,
+            insns,
+            hashes: None,
+            blocks,
+            landing_pads,
+            returns,
+        }
+    }
+
+    /// Whether an instruction starts exactly at `offset` and is a return: what
+    /// [`Cfg::insn_at`] answers, without searching every instruction.
+    pub fn is_return_at(&self, offset: u64) -> bool {
+        self.returns.iter().any(|&r| u64::from(r) == offset)
+    }
+
     /// The landing-pad blocks of the invokes in block `b` of this CFG (its throw edges), in the
     /// order their first invoke appears, without duplicates.
     pub fn landing_pads_of(&self, b: &Block) -> &[u32] {
@@ -848,19 +898,19 @@ pub fn build_from(
     // A function BOLT ignores (a symbol in its middle, "symbol seen in the middle of the
     // function", or, in relocation mode, invalid padding after it) is not simple.
     if !simple || insns.is_empty() || image.is_ignored(func.address) {
-        return Cfg {
-            simple: false,
-            insns,
-            hashes: None,
-            blocks: Vec::new(),
-            landing_pads: Vec::new(),
-        };
+        return Cfg::new(false, insns, Vec::new(), Vec::new(), None);
     }
-    let is_boundary = |off: u64| {
-        insns
-            .binary_search_by_key(&off, |x: &Insn| u64::from(x.offset))
-            .is_ok()
-    };
+    // One bit per byte of the function: whether an instruction starts there. Every branch
+    // target is checked, and a search of the instructions for each was a fifth of this
+    // function's time.
+    let end = insns
+        .last()
+        .map_or(0, |i| u64::from(i.offset) + u64::from(i.len()));
+    let mut starts = vec![0u64; end.div_ceil(64) as usize];
+    for i in &insns {
+        starts[i.offset as usize / 64] |= 1 << (i.offset % 64);
+    }
+    let is_boundary = |off: u64| off < end && starts[(off / 64) as usize] & (1 << (off % 64)) != 0;
     // Leaders. Room for one in two instructions, so that the list is allocated once: grown
     // from one, it was reallocated five to ten times a function (it lives only in this call).
     let mut leaders: Vec<u64> = Vec::with_capacity(insns.len() / 2 + entries.len() + 2);
@@ -874,24 +924,12 @@ pub fn build_from(
         .chain(referenced_by_data.iter().copied())
     {
         if !is_boundary(t) {
-            return Cfg {
-                simple: false,
-                insns,
-                hashes: None,
-                blocks: Vec::new(),
-                landing_pads: Vec::new(),
-            };
+            return Cfg::new(false, insns, Vec::new(), Vec::new(), None);
         }
         leaders.push(t);
     }
     let Ok(eh) = exception_info(image, func, &insns) else {
-        return Cfg {
-            simple: false,
-            insns,
-            hashes: None,
-            blocks: Vec::new(),
-            landing_pads: Vec::new(),
-        };
+        return Cfg::new(false, insns, Vec::new(), Vec::new(), None);
     };
     leaders.extend(eh.pads.iter().copied());
     for (k, i) in insns.iter().enumerate() {
@@ -996,19 +1034,14 @@ pub fn build_from(
         .iter()
         .any(|i| i.indirect() == Some(IndirectJump::Unanalyzable))
     {
-        return Cfg {
-            simple: false,
-            insns,
-            hashes: None,
-            blocks: Vec::new(),
-            landing_pads: Vec::new(),
-        };
+        return Cfg::new(false, insns, Vec::new(), Vec::new(), None);
     }
     let block_of = |off: u64| leaders.binary_search(&off).ok().map(|i| i as u32);
     let real_blocks = blocks.len();
     // Every offset data refers to, sorted: the successors of an unknown-control-flow jump,
     // gathered for the first one.
     let mut referenced: Option<Vec<u64>> = None;
+    let mut returns = Vec::new();
     #[allow(clippy::needless_range_loop)] // blocks[bi].succs is assigned at the end
     for bi in 0..real_blocks {
         let b = &blocks[bi];
@@ -1061,7 +1094,9 @@ pub fn build_from(
                     v.dedup();
                     succs = v;
                 }
-                Flow::Return | Flow::Trap => {}
+                // A return ends its block (the next instruction is a leader).
+                Flow::Return => returns.push(last.offset),
+                Flow::Trap => {}
                 Flow::Next | Flow::Call => succs.extend(next_block),
             }
         }
@@ -1073,13 +1108,7 @@ pub fn build_from(
         }
         blocks[bi].succs = seen;
     }
-    Cfg {
-        simple: true,
-        insns,
-        hashes: None,
-        blocks,
-        landing_pads,
-    }
+    Cfg::new(true, insns, blocks, landing_pads, Some(returns))
 }
 
 /// What a function's LSDA adds to its CFG.
@@ -1346,6 +1375,36 @@ mod tests {
                     i.set_tail_call();
                     check(&i, true, Some(IndirectJump::Unanalyzable));
                 }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// `is_return_at` answers as the instruction `insn_at` finds does, at every offset:
+        /// instruction starts, the middle of instructions and past the end.
+        #[test]
+        fn return_offsets_agree_with_the_instruction_list(
+            insns in proptest::collection::vec((1u8..16, 0usize..FLOWS.len()), 0..40),
+            simple in proptest::bool::ANY,
+        ) {
+            let mut offset = 0u32;
+            let insns: Vec<Insn> = insns
+                .into_iter()
+                .map(|(len, flow)| {
+                    let i = Insn::new(
+                        offset, len, FLOWS[flow], Code::Nopd, 0, false, false, false, false,
+                    );
+                    offset += u32::from(len);
+                    i
+                })
+                .collect();
+            let cfg = Cfg::new(simple, insns, Vec::new(), Vec::new(), None);
+            for at in 0..=u64::from(offset) + 1 {
+                proptest::prop_assert_eq!(
+                    cfg.is_return_at(at),
+                    cfg.insn_at(at).is_some_and(|i| i.flow() == Flow::Return),
+                    "offset {}", at
+                );
             }
         }
     }

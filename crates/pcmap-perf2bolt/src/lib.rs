@@ -91,6 +91,26 @@ pub(crate) fn concat<T: Copy + Send + Sync>(lists: &[Vec<T>]) -> Vec<T> {
     all
 }
 
+/// Merge each run of items with one key in `items` into its first item (counts summed,
+/// wrapping), moving the kept items to the front; how many were kept.
+pub(crate) fn merge_equal_neighbours<K: PartialEq + Copy>(
+    items: &mut [(K, preagg::TraceCounts)],
+) -> usize {
+    let mut kept = 0;
+    for i in 0..items.len() {
+        let (k, c) = items[i];
+        if kept > 0 && items[kept - 1].0 == k {
+            let have = &mut items[kept - 1].1;
+            have.count = have.count.wrapping_add(c.count);
+            have.mispreds = have.mispreds.wrapping_add(c.mispreds);
+        } else {
+            items[kept] = (k, c);
+            kept += 1;
+        }
+    }
+    kept
+}
+
 /// `items` cut into consecutive parts of the given `lengths` (whose sum must not exceed
 /// `items.len()`; the rest is left out), for parallel work that fills one list part by part.
 pub(crate) fn split_lengths<T>(

@@ -328,15 +328,8 @@ pub(crate) fn sort_and_merge(traces: &mut Vec<(Trace, TraceCounts)>) {
     if !traces.par_windows(2).any(|w| w[0].0 == w[1].0) {
         return;
     }
-    // `dedup_by` hands over the later element first.
-    traces.dedup_by(|(t, c), (kt, kc)| {
-        if t != kt {
-            return false;
-        }
-        kc.count = kc.count.wrapping_add(c.count);
-        kc.mispreds = kc.mispreds.wrapping_add(c.mispreds);
-        true
-    });
+    let kept = crate::merge_equal_neighbours(traces);
+    traces.truncate(kept);
 }
 
 impl PreAggregated {

@@ -116,11 +116,16 @@ fn handwritten_records_match_perf2bolt() {
         ),
         format!("S {:x} 9", at(2)),
     ];
-    let dir = tk::scratch_dir("cli-perf2bolt-hand");
-    let prof = dir.join("hand.pa");
+    records_match_perf2bolt(&bin, "hand", &lines);
+}
+
+/// The pre-aggregated `lines` give the same fdata and statistics with pcmap as with perf2bolt.
+fn records_match_perf2bolt(bin: &Path, tag: &str, lines: &[String]) {
+    let dir = tk::scratch_dir(&format!("cli-perf2bolt-{tag}"));
+    let prof = dir.join(format!("{tag}.pa"));
     std::fs::write(&prof, lines.join("\n") + "\n").unwrap();
-    let (expected, p2b_stdout) = support::perf2bolt(&bin, &prof, &dir.join("p2b.fdata"), &[]);
-    let out = pcmap(&bin, &prof, &dir.join("pcmap.fdata"), &[]);
+    let (expected, p2b_stdout) = support::perf2bolt(bin, &prof, &dir.join("p2b.fdata"), &[]);
+    let out = pcmap(bin, &prof, &dir.join("pcmap.fdata"), &[]);
     tk::assert_success("pcmap perf2bolt", &out);
     assert_eq!(
         std::fs::read_to_string(dir.join("pcmap.fdata")).unwrap(),
@@ -130,6 +135,30 @@ fn handwritten_records_match_perf2bolt() {
         support::stat_lines(&String::from_utf8_lossy(&out.stdout)),
         support::stat_lines(&p2b_stdout)
     );
+}
+
+/// A branch into the middle of an instruction: BOLT builds no CFG for that function (its
+/// traces' fall-throughs are not recorded, and perf2bolt says one function "could not be
+/// optimized"), while the same code without that branch keeps its CFG.
+#[test]
+fn branch_into_an_instruction_matches_perf2bolt() {
+    let bin = tk::build("perf2bolt-midinsn", &["perf2bolt/midinsn.s"], FLAGS);
+    let funcs = support::disassemble(&bin);
+    let mut lines = Vec::new();
+    for name in ["overlap", "plain"] {
+        let f = funcs.iter().find(|f| f.name == name).expect(name);
+        let at = |i: usize| f.insns[i].addr;
+        let je = f.insns.iter().position(|i| i.mnemonic == "je").expect("je");
+        let target = f.insns[je].target.expect("je target");
+        let ret = f.insns.last().unwrap().addr;
+        lines.extend([
+            format!("B {:x} {target:x} 3 1", at(je)),
+            format!("F {:x} {:x} 4", at(0), at(je)),
+            format!("T {:x} {target:x} {ret:x} 2", at(je)),
+            format!("F {:x} {ret:x} 5", at(je + 1)),
+        ]);
+    }
+    records_match_perf2bolt(&bin, "midinsn", &lines);
 }
 
 #[test]
