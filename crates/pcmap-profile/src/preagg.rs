@@ -336,6 +336,97 @@ const HEX: [u8; 256] = {
     t
 };
 
+/// The hex number at `line[*i..]`: its value if it has 1 to 16 digits (then `*i` is moved past
+/// them), `None` otherwise. Digit by digit ([`hex_at`] takes eight at a time).
+#[inline(always)]
+fn hex_digits_at(line: &[u8], i: &mut usize) -> Option<u64> {
+    let start = *i;
+    let mut v: u64 = 0;
+    while let Some(&c) = line.get(*i) {
+        let d = HEX[c as usize];
+        if d == 0xff {
+            break;
+        }
+        v = (v << 4) | u64::from(d);
+        *i += 1;
+    }
+    let n = *i - start;
+    (n > 0 && n <= 16).then_some(v)
+}
+
+/// The leading hex digits of the eight bytes of `w` (the first byte lowest): how many there are
+/// (8 when all are), and the number they make.
+///
+/// Written by hand, a word at a time ("SIMD within a register"): reading addresses digit by
+/// digit took a sixth of the instructions spent reading a pre-aggregated profile (and this a
+/// fifth as many), and the crates that parse numbers want the number's extent known first.
+#[inline(always)]
+fn hex8(w: u64) -> (u32, u64) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Each byte's low seven bits: adding to them carries into no other byte.
+    let low7 = w & !HIGH;
+    // High bit of each byte that lies in `lo..=hi` (ASCII only: bytes with the high bit set
+    // are no digits).
+    let within = |lo: u8, hi: u8| {
+        let at_least_lo = low7.wrapping_add(ONES * u64::from(0x80 - lo));
+        let above_hi = low7.wrapping_add(ONES * u64::from(0x7f - hi));
+        at_least_lo & !above_hi & !w & HIGH
+    };
+    let digits = within(b'0', b'9') | within(b'a', b'f') | within(b'A', b'F');
+    let others = !digits & HIGH;
+    let n = if others == 0 {
+        8
+    } else {
+        others.trailing_zeros() / 8
+    };
+    if n == 0 {
+        return (0, 0);
+    }
+    // Digit values: the low nibble, plus 9 for letters (bit 6 set).
+    let values = (w & (ONES * 0x0f)) + ((w >> 6) & ONES) * 9;
+    // The n digits moved to the top bytes (what follows them shifted out), then reversed: the
+    // last digit in the lowest byte. Neighbouring digits are then joined pairwise.
+    let mut v = (values << (8 * (8 - n))).swap_bytes();
+    v = (v | (v >> 4)) & 0x00ff_00ff_00ff_00ff;
+    v = (v | (v >> 8)) & 0x0000_ffff_0000_ffff;
+    v = (v | (v >> 16)) & 0xffff_ffff;
+    (n, v)
+}
+
+/// [`hex_digits_at`], eight digits at a time where the line has the bytes to read.
+#[inline(always)]
+fn hex_at(line: &[u8], i: &mut usize) -> Option<u64> {
+    let word = |at: usize| {
+        line.get(at..at + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    let Some(w) = word(*i) else {
+        return hex_digits_at(line, i);
+    };
+    let (n, v) = hex8(w);
+    match n {
+        0 => None,
+        1..=7 => {
+            *i += n as usize;
+            Some(v)
+        }
+        // Eight digits or more: the next eight bytes, unless the line ends first or the number
+        // goes on past them (then digit by digit, which rejects it past sixteen).
+        _ => match word(*i + 8).map(hex8) {
+            Some((more, rest)) if more < 8 => {
+                *i += 8 + more as usize;
+                Some(if more == 0 {
+                    v
+                } else {
+                    (v << (4 * more)) | rest
+                })
+            }
+            _ => hex_digits_at(line, i),
+        },
+    }
+}
+
 /// Fast path for well-formed lines (single spaces, no errors): one pass, no tokenizer. Returns `None`
 /// for anything unusual; the general parser then handles the line (and reports errors precisely).
 #[inline]
@@ -343,21 +434,6 @@ fn fast_line(line: &[u8]) -> Option<Record<'_>> {
     let mut i = 2;
     if line.len() < 3 || line[1] != b' ' {
         return None;
-    }
-    #[inline(always)]
-    fn hex_at(line: &[u8], i: &mut usize) -> Option<u64> {
-        let start = *i;
-        let mut v: u64 = 0;
-        while let Some(&c) = line.get(*i) {
-            let d = HEX[c as usize];
-            if d == 0xff {
-                break;
-            }
-            v = (v << 4) | u64::from(d);
-            *i += 1;
-        }
-        let n = *i - start;
-        (n > 0 && n <= 16).then_some(v)
     }
     #[inline(always)]
     fn loc<'a>(line: &'a [u8], i: &mut usize) -> Option<Location<'a>> {
@@ -932,6 +1008,31 @@ mod tests {
             ErrorKind::MissingNewline
         );
         assert_eq!(parse_all(b"B 1 2 3 4  \n").unwrap_err().pos.column, 11);
+    }
+
+    proptest::proptest! {
+        /// Eight digits at a time read what digit by digit does, from any position of any line
+        /// (digits of both cases, separators, bytes with the high bit set, numbers too long).
+        #[test]
+        fn hex_words_read_like_hex_digits(
+            line in proptest::collection::vec(
+                proptest::prop_oneof![
+                    6 => proptest::sample::select(b"0123456789abcdefABCDEF".to_vec()),
+                    1 => proptest::sample::select(b" :gG/@`\x00\x7f\x80\xb0\xe6\xff".to_vec()),
+                    1 => proptest::num::u8::ANY,
+                ],
+                0..40,
+            ),
+            start in 0usize..40,
+        ) {
+            let start = start.min(line.len());
+            let (mut fast, mut slow) = (start, start);
+            proptest::prop_assert_eq!(
+                hex_at(&line, &mut fast),
+                hex_digits_at(&line, &mut slow)
+            );
+            proptest::prop_assert_eq!(fast, slow);
+        }
     }
 
     #[test]
