@@ -286,9 +286,19 @@ impl TraceSink {
         let len = self.out.traces.len();
         let probe = !self.probed && len >= PROBE_AT;
         if probe || (len >= COMPACT_AT && len >= 2 * self.compacted) {
-            self.probed = true;
-            self.sort();
-            self.compacted = self.out.traces.len();
+            if probe {
+                // The first traces are only counted, not sorted: a pre-aggregated file's, mostly
+                // distinct, are sorted once with the others by `finish` (sorting them here too
+                // cost every chunk of the file a sort of its first 16,384 traces).
+                self.probed = true;
+                let mut distinct =
+                    FxHashSet::with_capacity_and_hasher(len, rustc_hash::FxBuildHasher);
+                distinct.extend(self.out.traces.iter().map(|(t, _)| *t));
+                self.compacted = distinct.len();
+            } else {
+                self.sort();
+                self.compacted = self.out.traces.len();
+            }
             self.repetitive = self.compacted <= len - len / 8;
             if self.compacted * 2 <= len {
                 let mut table = TraceTable::default();
