@@ -304,9 +304,9 @@ impl Cfg {
     }
 
     /// Whether an instruction starts exactly at `offset` and is a return: what
-    /// [`Cfg::insn_at`] answers, without searching every instruction.
+    /// [`Cfg::insn_at`] answers, searching only the returns.
     pub fn is_return_at(&self, offset: u64) -> bool {
-        self.returns.iter().any(|&r| u64::from(r) == offset)
+        u32::try_from(offset).is_ok_and(|o| self.returns.binary_search(&o).is_ok())
     }
 
     /// The landing-pad blocks of the invokes in block `b` of this CFG (its throw edges), in the

@@ -74,7 +74,8 @@ pub struct PreAggregated {
 #[derive(Debug, Default)]
 pub struct TraceSink {
     out: PreAggregated,
-    /// Length of the trace list after its last merge of duplicates.
+    /// Distinct traces in the list at its last merge of duplicates (counted without merging
+    /// them, at the first look).
     compacted: usize,
     /// The traces, once the input proved repetitive (then `out.traces` is empty until
     /// [`TraceSink::finish`]).

@@ -416,11 +416,7 @@ fn hex_at(line: &[u8], i: &mut usize) -> Option<u64> {
         _ => match word(*i + 8).map(hex8) {
             Some((more, rest)) if more < 8 => {
                 *i += 8 + more as usize;
-                Some(if more == 0 {
-                    v
-                } else {
-                    (v << (4 * more)) | rest
-                })
+                Some((v << (4 * more)) | rest)
             }
             _ => hex_digits_at(line, i),
         },
