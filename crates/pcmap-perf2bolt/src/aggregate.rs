@@ -927,7 +927,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                         let d = cfg::decode(self.image, f).0;
                         return Box::new(cfg::build_from(self.image, f, entries, d, starts));
                     }
-                    cfg::decode_with(self.image, f, |d, decoded, offsets| {
+                    let ctx = self.hash_context();
+                    let offsets = crate::block_hash::relocated_instructions(&ctx, f);
+                    cfg::decode_with(self.image, f, offsets, |d, decoded, offsets| {
                         let mut cfg = cfg::build_from(self.image, f, entries, d, starts);
                         self.keep_hashes(f, &mut cfg, (decoded, offsets));
                         Box::new(cfg)

@@ -504,13 +504,18 @@ pub fn decode(image: &BoltFunctions<'_, '_>, func: &Function) -> (Decoded, Vec<u
 /// Decode `func` (see [`Decoded`]) and hand `f` the decode with the instructions and their
 /// operand offsets, in buffers reused from call to call on this thread: for a CFG that is
 /// hashed as soon as it is built, so that no copy of the instructions is made or kept.
+///
+/// Only the instructions `wants_offsets` picks (asked in address order) get their offsets;
+/// the others get empty ones. Block hashes read them only to find relocations, and finding
+/// them costs about as much as decoding the instruction.
 pub fn decode_with<R>(
     image: &BoltFunctions<'_, '_>,
     func: &Function,
+    mut wants_offsets: impl FnMut(&Instruction) -> bool,
     f: impl FnOnce(Decoded, &[Instruction], &[ConstantOffsets]) -> R,
 ) -> R {
     with_scratch(|decoded, offsets| {
-        let d = decode_into(image, func, decoded, Some(&mut *offsets));
+        let d = decode_into(image, func, decoded, Some((offsets, &mut wants_offsets)));
         f(d, decoded, offsets)
     })
 }
@@ -644,14 +649,22 @@ fn tableless_indirect_jump(
         })
 }
 
+/// The list a decode puts operand offsets in, and which instructions get them (see
+/// [`decode_with`]).
+type OffsetsOf<'a> = (
+    &'a mut Vec<ConstantOffsets>,
+    &'a mut dyn FnMut(&Instruction) -> bool,
+);
+
 /// Decode `func` into `decoded` and, when given, the operand offsets block hashes need into
 /// `offsets` (both cleared first); the returned [`Decoded`] has neither.
 fn decode_into(
     image: &BoltFunctions<'_, '_>,
     func: &Function,
     decoded: &mut Vec<Instruction>,
-    mut offsets: Option<&mut Vec<ConstantOffsets>>,
+    offsets: Option<OffsetsOf<'_>>,
 ) -> Decoded {
+    let (mut offsets, mut wants_offsets) = offsets.unzip();
     decoded.clear();
     if let Some(o) = offsets.as_deref_mut() {
         o.clear();
@@ -733,8 +746,12 @@ fn decode_into(
             ),
             flow == Flow::IndirectJump && fixed_memory_target(&ins, decoded),
         ));
-        if let Some(o) = offsets.as_deref_mut() {
-            o.push(decoder.get_constant_offsets(&ins));
+        if let (Some(o), Some(wants)) = (offsets.as_deref_mut(), wants_offsets.as_mut()) {
+            o.push(if wants(&ins) {
+                decoder.get_constant_offsets(&ins)
+            } else {
+                ConstantOffsets::default()
+            });
         }
         decoded.push(ins);
     }
