@@ -38,6 +38,9 @@ use rayon::slice::ParallelSliceMut;
 use crate::symbols::SymbolKind;
 use crate::{Binary, Machine, Result};
 
+mod kept;
+pub use kept::{Discovered, DiscoveredFunction, NameRef, SymbolField};
+
 /// BOLT's name prefix for a function known only from an FDE (followed by its hex address).
 const FDE_FUNCTION_PREFIX: &str = "__BOLT_FDE_FUNCat";
 
@@ -225,11 +228,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     }
 
     fn discover_with(binary: &'a Binary<'data>, rejected: Option<&[u64]>) -> Result<Self> {
-        let bitness = match binary.machine() {
-            Machine::X86_64 => 64,
-            Machine::X86 => 32,
-            m => return Err(crate::Error::UnsupportedMachine { machine: m.name() }),
-        };
+        let bitness = Self::bitness_of(binary)?;
         let in_code = |a: u64| binary.code_section_at(a).is_some();
         // The FDEs (read below) are parsed beside the walk of the symbols.
         let (all_fdes, (syms, mut functions, from_label)) =
@@ -336,6 +335,38 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 f.max_size = f.size;
             }
         }
+        Ok(Self::assemble(
+            binary,
+            bitness,
+            functions,
+            lsdas,
+            label_entries,
+            symbol_inside,
+            rejected_padding,
+        ))
+    }
+
+    /// The decoder bitness of `binary`'s machine; other machines than x86 get
+    /// [`crate::Error::UnsupportedMachine`].
+    fn bitness_of(binary: &Binary<'_>) -> Result<u32> {
+        match binary.machine() {
+            Machine::X86_64 => Ok(64),
+            Machine::X86 => Ok(32),
+            m => Err(crate::Error::UnsupportedMachine { machine: m.name() }),
+        }
+    }
+
+    /// The model of the functions found (sorted by address, final sizes) and the facts found
+    /// with them, with its lookup tables.
+    fn assemble(
+        binary: &'a Binary<'data>,
+        bitness: u32,
+        mut functions: Vec<BoltFunction<'a>>,
+        lsdas: Vec<(u64, u64)>,
+        label_entries: Vec<u64>,
+        symbol_inside: Vec<u64>,
+        rejected_padding: Vec<u64>,
+    ) -> Self {
         // Kept for the whole run, without the room its growth left.
         functions.shrink_to_fit();
         let starts: Vec<u64> = functions.iter().map(|f| f.address).collect();
@@ -344,7 +375,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             .iter()
             .map(|f| f.address.saturating_add(f.max_size))
             .collect();
-        Ok(Self {
+        Self {
             binary,
             functions,
             starts,
@@ -356,7 +387,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             symbol_inside,
             rejected_padding,
             data_refs: std::sync::OnceLock::new(),
-        })
+        }
     }
 
     /// Whether BOLT finds a symbol in the middle of the function starting at `address` that may

@@ -81,6 +81,13 @@ pub enum Error {
         /// The `DW_EH_PE_*` encoding byte.
         encoding: u8,
     },
+    /// A model of the functions kept by an earlier run
+    /// ([`crate::bolt::BoltFunctions::from_discovered`]) does not fit this binary.
+    #[error("the kept model of the functions does not fit this binary: {problem}")]
+    Discovered {
+        /// What does not fit, in words.
+        problem: &'static str,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -230,7 +230,8 @@ pub fn inline_dwarf(data: &[u8]) {
     }
 }
 
-/// Function discovery (again with its padding verdicts given: the same functions), CFG building
+/// Function discovery (again with its padding verdicts given, and rebuilt from the model kept as
+/// plain data: the same functions), CFG building
 /// (C++ landing pads from each function's LSDA included), hashing and a trace walk of
 /// `pcmap-perf2bolt` on arbitrary ELF bytes.
 pub fn perf2bolt_image(data: &[u8]) {
@@ -258,6 +259,19 @@ pub fn perf2bolt_image(data: &[u8]) {
     };
     assert_eq!(shape(&again), shape(&image));
     assert_eq!(again.rejected_paddings(), image.rejected_paddings());
+    // The model kept as plain data (as a scan cache keeps it) rebuilds the same model.
+    let kept = image.discovered();
+    let rebuilt = BoltFunctions::from_discovered(&binary, kept.clone())
+        .expect("a model kept from this binary fits it");
+    assert_eq!(shape(&rebuilt), shape(&image));
+    let names = |i: &BoltFunctions<'_, '_>| -> Vec<Vec<String>> {
+        i.functions()
+            .iter()
+            .map(|f| f.names.iter().map(|n| n.to_string()).collect())
+            .collect()
+    };
+    assert_eq!(names(&rebuilt), names(&image));
+    assert_eq!(rebuilt.discovered(), kept);
     let agg = Aggregator::new(&image);
     let ctx = block_hash::Context::new(&image);
     for (i, f) in image.functions().iter().enumerate().take(64) {

@@ -22,15 +22,30 @@
 //! | number of functions of the model it was made on | 8 |
 //! | fingerprint of those functions ([`ScanIndex::fits`]) | 8 |
 //! | references, table starts, functions with a table-less indirect jump, data references, functions with rejected padding (start addresses): five lists, each a ULEB128 count and then its values, increasing, as ULEB128 differences from the previous one (the first from 0) | |
+//! | the discovered model ([`ScanIndex::discovered`]): a byte 0 without one, else 1 and the model (below) | |
 //! | xxh3-64 of every byte before it | 8 |
+//!
+//! The model ([`Discovered`]; its rejected paddings are the fifth list above), every number a
+//! ULEB128:
+//! - the function count, then per function its address (as the difference from the previous
+//!   one, the first from 0: addresses never decrease), size, maximum size, kind (0 regular, 1
+//!   PLT) and name count;
+//! - the name count, then per name a tag and its value: 0, 1 or 2 and the index of the symbol
+//!   whose stored name, BOLT name or `name/file/N` alias it is, or 3, the length and the UTF-8
+//!   bytes of a name of its own;
+//! - the LSDA count, then per LSDA the start of its function (as a difference, never
+//!   decreasing) and its address;
+//! - the label entry points and the functions with a symbol inside: two lists as above.
 //!
 //! Decoding checks every field and holds at most one value per input byte.
 
-use pcmap_binary::bolt::BoltFunctions;
+use pcmap_binary::bolt::{
+    BoltFunctions, Discovered, DiscoveredFunction, FunctionKind, NameRef, SymbolField,
+};
 use pcmap_bytes::Cursor;
 
 const MAGIC: &[u8; 8] = b"PCMAPSCN";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// The findings of the decoding pass over every function of a binary ([module](self)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,6 +70,10 @@ pub struct ScanIndex {
     /// The start addresses of the functions whose padding BOLT rejects
     /// ([`BoltFunctions::rejected_paddings`]), increasing.
     pub rejected_paddings: Vec<u64>,
+    /// The model of the functions itself ([`BoltFunctions::discovered`]), when kept: a later
+    /// run rebuilds it ([`BoltFunctions::from_discovered`]) instead of discovering the
+    /// functions again. Its rejected paddings are [`Self::rejected_paddings`].
+    pub discovered: Option<Discovered>,
 }
 
 /// A hash of what the decoding pass depends on besides the bytes: the functions of the model
@@ -115,6 +134,7 @@ impl ScanIndex {
             // Sorted and without duplicates already.
             data_references: image.data_references().to_vec(),
             rejected_paddings: image.rejected_paddings().to_vec(),
+            discovered: None,
         }
     }
 
@@ -153,6 +173,13 @@ impl ScanIndex {
         write_list(&mut out, &jumps);
         write_list(&mut out, &self.data_references);
         write_list(&mut out, &self.rejected_paddings);
+        match &self.discovered {
+            None => out.push(0),
+            Some(model) => {
+                out.push(1);
+                write_model(&mut out, model);
+            }
+        }
         let sum = xxhash_rust::xxh3::xxh3_64(&out);
         out.extend_from_slice(&sum.to_le_bytes());
         out
@@ -183,7 +210,7 @@ impl ScanIndex {
             .read_u32()
             .map_err(|e| cursor_error(e, "a format version"))?;
         if version != VERSION {
-            return Err(bad(8, "format version 2"));
+            return Err(bad(8, "format version 3"));
         }
         let key = u128::from_le_bytes(c.array().map_err(|e| cursor_error(e, "a 16-byte key"))?);
         let functions = c
@@ -216,8 +243,26 @@ impl ScanIndex {
             &mut c,
             "a list of increasing function starts (count, then differences)",
         )?;
+        let model_at = c.offset();
+        let discovered = match c.read_u8() {
+            Ok(0) => None,
+            Ok(1) => {
+                let mut model = read_model(&mut c)?;
+                if model.functions.len() as u64 != functions {
+                    return Err(bad(model_at, "a model of as many functions as the index"));
+                }
+                model.rejected_padding = rejected_paddings.clone();
+                Some(model)
+            }
+            _ => {
+                return Err(bad(
+                    model_at,
+                    "0 (no model of the functions) or 1 (a model)",
+                ));
+            }
+        };
         if !c.is_empty() {
-            return Err(bad(c.offset(), "the checksum after the five lists"));
+            return Err(bad(c.offset(), "the checksum after the model"));
         }
         Ok(ScanIndex {
             key,
@@ -228,6 +273,7 @@ impl ScanIndex {
             tableless_indirect_jumps,
             data_references,
             rejected_paddings,
+            discovered,
         })
     }
 }
@@ -277,6 +323,149 @@ fn read_list(c: &mut Cursor<'_>, what: &'static str) -> crate::Result<Vec<u64>> 
         out.push(value);
     }
     Ok(out)
+}
+
+/// Write `model` ([module](self); its rejected paddings are not written).
+fn write_model(out: &mut Vec<u8>, model: &Discovered) {
+    use pcmap_bytes::leb128::write_uleb128;
+    write_uleb128(out, model.functions.len() as u64);
+    let mut previous = 0;
+    for f in &model.functions {
+        write_uleb128(out, f.address.wrapping_sub(previous));
+        previous = f.address;
+        write_uleb128(out, f.size);
+        write_uleb128(out, f.max_size);
+        out.push(match f.kind {
+            FunctionKind::Regular => 0,
+            FunctionKind::Plt => 1,
+        });
+        write_uleb128(out, u64::from(f.names));
+    }
+    write_uleb128(out, model.names.len() as u64);
+    for name in &model.names {
+        match name {
+            NameRef::Symbol { index, field } => {
+                out.push(match field {
+                    SymbolField::Name => 0,
+                    SymbolField::BoltName => 1,
+                    SymbolField::BoltFileName => 2,
+                });
+                write_uleb128(out, u64::from(*index));
+            }
+            NameRef::Text(text) => {
+                out.push(3);
+                write_uleb128(out, text.len() as u64);
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+    }
+    write_uleb128(out, model.lsdas.len() as u64);
+    let mut previous = 0;
+    for &(start, lsda) in &model.lsdas {
+        write_uleb128(out, start.wrapping_sub(previous));
+        previous = start;
+        write_uleb128(out, lsda);
+    }
+    write_list(out, &model.label_entries);
+    write_list(out, &model.symbol_inside);
+}
+
+/// A model [`write_model`] wrote (its rejected paddings left empty).
+fn read_model(c: &mut Cursor<'_>) -> crate::Result<Discovered> {
+    let bad = |offset: usize, expected: &'static str| crate::Error::ScanIndex { offset, expected };
+    let uleb = |c: &mut Cursor<'_>, expected: &'static str| {
+        c.read_uleb128().map_err(|e| bad(e.offset, expected))
+    };
+    // A count of items of at least `least` bytes each that the bytes left can hold.
+    let count = |c: &mut Cursor<'_>, least: usize, expected: &'static str| {
+        let at = c.offset();
+        let n = uleb(c, expected)?;
+        if n > (c.remaining() / least) as u64 {
+            return Err(bad(at, expected));
+        }
+        Ok(n as usize)
+    };
+    let n = count(c, 5, "a function count the bytes left can hold")?;
+    let mut functions = Vec::with_capacity(n);
+    let mut address = 0u64;
+    for _ in 0..n {
+        let at = c.offset();
+        address = address
+            .checked_add(uleb(c, "a function's address")?)
+            .ok_or(bad(at, "a function address below 2^64"))?;
+        let size = uleb(c, "a function's size")?;
+        let max_size = uleb(c, "a function's maximum size")?;
+        let at = c.offset();
+        let kind = match c.read_u8() {
+            Ok(0) => FunctionKind::Regular,
+            Ok(1) => FunctionKind::Plt,
+            _ => return Err(bad(at, "a function kind, 0 (regular) or 1 (PLT)")),
+        };
+        let at = c.offset();
+        let names = u32::try_from(uleb(c, "a function's name count")?)
+            .map_err(|_| bad(at, "a name count below 2^32"))?;
+        functions.push(DiscoveredFunction {
+            address,
+            size,
+            max_size,
+            kind,
+            names,
+        });
+    }
+    let n = count(c, 2, "a name count the bytes left can hold")?;
+    let mut names = Vec::with_capacity(n);
+    for _ in 0..n {
+        let at = c.offset();
+        let field = match c.read_u8() {
+            Ok(0) => Some(SymbolField::Name),
+            Ok(1) => Some(SymbolField::BoltName),
+            Ok(2) => Some(SymbolField::BoltFileName),
+            Ok(3) => None,
+            _ => return Err(bad(at, "a name tag from 0 to 3")),
+        };
+        let at = c.offset();
+        let value = uleb(c, "a symbol index or a name length")?;
+        names.push(match field {
+            Some(field) => NameRef::Symbol {
+                index: u32::try_from(value).map_err(|_| bad(at, "a symbol index below 2^32"))?,
+                field,
+            },
+            None => {
+                let text = usize::try_from(value)
+                    .ok()
+                    .and_then(|len| c.bytes(len).ok())
+                    .ok_or(bad(at, "a name length the bytes left can hold"))?;
+                let text = std::str::from_utf8(text).map_err(|_| bad(at, "a UTF-8 name"))?;
+                NameRef::Text(text.into())
+            }
+        });
+    }
+    let n = count(c, 2, "an LSDA count the bytes left can hold")?;
+    let mut lsdas = Vec::with_capacity(n);
+    let mut start = 0u64;
+    for _ in 0..n {
+        let at = c.offset();
+        start = start
+            .checked_add(uleb(c, "the start of an LSDA's function")?)
+            .ok_or(bad(at, "a function start below 2^64"))?;
+        lsdas.push((start, uleb(c, "an LSDA address")?));
+    }
+    let label_entries = read_list(
+        c,
+        "a list of increasing label entry points (count, then differences)",
+    )?;
+    let symbol_inside = read_list(
+        c,
+        "a list of increasing function starts (count, then differences)",
+    )?;
+    Ok(Discovered {
+        functions,
+        names,
+        lsdas,
+        label_entries,
+        symbol_inside,
+        rejected_padding: Vec::new(),
+    })
 }
 
 /// A list of increasing values: its length, then each value's difference from the one before.
@@ -347,6 +536,7 @@ mod tests {
             tableless_indirect_jumps: jumps,
             data_references: data,
             rejected_paddings: paddings,
+            discovered: None,
         };
         for l in [
             &mut i.references,
@@ -362,8 +552,71 @@ mod tests {
         i
     }
 
+    /// A function of a test model: address, size, maximum size, PLT, and names (symbol index,
+    /// tag: 0 to 2 a field of the symbol, 3 the text).
+    type TestFunction = (u64, u64, u64, bool, Vec<(u32, u8, String)>);
+
+    /// A model of `functions`, LSDAs, label entries and functions with a symbol inside, for
+    /// `index` (its function count and rejected paddings).
+    fn model(
+        index: &mut ScanIndex,
+        functions: Vec<TestFunction>,
+        lsdas: Vec<(u64, u64)>,
+        label_entries: Vec<u64>,
+        symbol_inside: Vec<u64>,
+    ) {
+        let mut functions = functions;
+        functions.sort_by_key(|f| f.0);
+        let mut m = Discovered {
+            lsdas,
+            label_entries,
+            symbol_inside,
+            rejected_padding: index.rejected_paddings.clone(),
+            ..Default::default()
+        };
+        m.lsdas.sort_unstable();
+        for l in [&mut m.label_entries, &mut m.symbol_inside] {
+            l.sort_unstable();
+            l.dedup();
+        }
+        for (address, size, max_size, plt, names) in functions {
+            m.functions.push(DiscoveredFunction {
+                address,
+                size,
+                max_size,
+                kind: if plt {
+                    FunctionKind::Plt
+                } else {
+                    FunctionKind::Regular
+                },
+                names: names.len() as u32,
+            });
+            m.names
+                .extend(names.into_iter().map(|(index, tag, text)| match tag % 4 {
+                    0 => NameRef::Symbol {
+                        index,
+                        field: SymbolField::Name,
+                    },
+                    1 => NameRef::Symbol {
+                        index,
+                        field: SymbolField::BoltName,
+                    },
+                    2 => NameRef::Symbol {
+                        index,
+                        field: SymbolField::BoltFileName,
+                    },
+                    _ => NameRef::Text(text.into()),
+                }));
+        }
+        index.functions = m.functions.len() as u64;
+        index
+            .tableless_indirect_jumps
+            .retain(|&j| u64::from(j) < index.functions);
+        index.discovered = Some(m);
+    }
+
     proptest! {
-        /// Whatever is encoded decodes to the same index.
+        /// Whatever is encoded decodes to the same index, with or without a model.
         #[test]
         fn encode_then_decode_is_identity(
             refs in proptest::collection::vec(any::<u64>(), 0..60),
@@ -372,8 +625,19 @@ mod tests {
             data in proptest::collection::vec(any::<u64>(), 0..60),
             paddings in proptest::collection::vec(any::<u64>(), 0..60),
             key in any::<u128>(),
+            functions in proptest::option::of(proptest::collection::vec(
+                (any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>(),
+                 proptest::collection::vec((any::<u32>(), any::<u8>(), ".{0,12}"), 0..4)),
+                0..40,
+            )),
+            lsdas in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..20),
+            labels in proptest::collection::vec(any::<u64>(), 0..20),
+            inside in proptest::collection::vec(any::<u64>(), 0..20),
         ) {
-            let i = with_data(refs, starts, jumps, data, paddings, key);
+            let mut i = with_data(refs, starts, jumps, data, paddings, key);
+            if let Some(functions) = functions {
+                model(&mut i, functions, lsdas, labels, inside);
+            }
             prop_assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
         }
 
@@ -385,9 +649,17 @@ mod tests {
             flip in any::<prop::sample::Index>(),
             bit in 0u8..8,
         ) {
-            let bytes =
-                with_data(refs, vec![7, 9], vec![1], vec![3, 0x40_1000], vec![0x40_1100], 5)
-                    .encode();
+            let mut index =
+                with_data(refs, vec![7, 9], vec![1], vec![3, 0x40_1000], vec![0x40_1100], 5);
+            let named = |n: &str| vec![(0, 3, n.to_string()), (17, 1, String::new())];
+            model(
+                &mut index,
+                vec![(0x40_1000, 16, 32, false, named("f")), (0x40_1020, 0, 0, true, named("g@PLT"))],
+                vec![(0x40_1000, 0x40_2000)],
+                vec![0x40_1008],
+                vec![],
+            );
+            let bytes = index.encode();
             let short = &bytes[..cut.index(bytes.len())];
             prop_assert!(ScanIndex::decode(short).is_err());
             let mut flipped = bytes.clone();
@@ -429,7 +701,7 @@ mod tests {
     #[test]
     fn an_empty_index_round_trips() {
         let i = index(vec![], vec![], vec![], 0);
-        assert_eq!(i.encode().len(), 57);
+        assert_eq!(i.encode().len(), 58);
         assert_eq!(ScanIndex::decode(&i.encode()).unwrap(), i);
     }
 

@@ -1,5 +1,5 @@
 //! `--scan-cache DIR`: the findings of perf2bolt's decoding pass over every function, the
-//! binary's data references into code and its rejected paddings
+//! binary's data references into code, its rejected paddings and the model of its functions
 //! ([`pcmap_perf2bolt::scan_index`]), kept in DIR between runs. A file is named after its key: a
 //! hash of the binary's identity or bytes (see [`key`]) and of this pcmap executable, so an index
 //! is taken only for the same binary read by the same build. A cache that cannot be read or
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use pcmap_binary::MappedFile;
+use pcmap_binary::bolt::BoltFunctions;
 
 use anyhow::{Context, Result};
 use pcmap_perf2bolt::scan_index::{ScanIndex, key_of};
@@ -152,12 +153,13 @@ pub fn load(dir: &Path, key: u128, verbose: bool) -> Option<ScanIndex> {
     }
 }
 
-/// Keep `index` in `dir` under `key` (written to a temporary file and renamed). `verbose`: say
-/// which file was written.
-pub fn store(dir: &Path, key: u128, index: &ScanIndex, verbose: bool) {
+/// Keep `index`, with the model of the functions of `image` it was made on, in `dir` under
+/// `key` (written to a temporary file and renamed). `verbose`: say which file was written.
+pub fn store(dir: &Path, key: u128, index: &ScanIndex, image: &BoltFunctions, verbose: bool) {
     let path = path_of(dir, key);
     let mut index = index.clone();
     index.key = key;
+    index.discovered = Some(image.discovered());
     let written = std::fs::create_dir_all(dir)
         .with_context(|| format!("creating {}", dir.display()))
         .and_then(|()| {
@@ -174,6 +176,15 @@ pub fn store(dir: &Path, key: u128, index: &ScanIndex, verbose: bool) {
             path.display()
         ),
     }
+}
+
+/// Warn that the model of the functions of `binary` kept in its index could not be used.
+pub fn warn_model(binary: &Path, what: &str) {
+    eprintln!(
+        "pcmap: warning: scan cache: the model of the functions of {} kept in its index does \
+         not fit: {what}; discovering them again",
+        binary.display()
+    );
 }
 
 fn warn(path: &Path, what: &str) {

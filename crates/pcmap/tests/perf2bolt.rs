@@ -1340,9 +1340,10 @@ fn parquet_output_runs_pcmap_fleet() {
 }
 
 /// `--scan-cache DIR` on zstd (jump tables, table-less indirect jumps): the first run writes the
-/// findings of the decoding pass, later runs read them; fdata, YAML and statistics stay
-/// perf2bolt 22's in every run. A damaged file is reported with its offset and replaced, and a
-/// cache that cannot be written costs a warning, not the run.
+/// findings of the decoding pass and the model of the functions, later runs read them; fdata,
+/// YAML and statistics stay perf2bolt 22's in every run. A damaged file is reported with its
+/// offset and replaced, a kept model that does not fit is reported and the functions are
+/// discovered again, and a cache that cannot be written costs a warning, not the run.
 #[test]
 fn scan_cache_keeps_perf2bolts_output() {
     let bin = zstd(false);
@@ -1412,6 +1413,30 @@ fn scan_cache_keeps_perf2bolts_output() {
         std::fs::read(file).unwrap(),
         written,
         "the damaged index is replaced"
+    );
+
+    // Whole, but with a kept model of the functions that is not the one the index was made on
+    // (one function a byte longer): reported, the functions discovered again, the output
+    // unchanged. The index is taken all the same (its findings are the model's own).
+    let mut index = pcmap_perf2bolt::scan_index::ScanIndex::decode(&written).unwrap();
+    let model = index
+        .discovered
+        .as_mut()
+        .expect("the index keeps the model");
+    let f = model
+        .functions
+        .iter_mut()
+        .find(|f| f.size > 0)
+        .expect("a sized function");
+    f.size += 1;
+    std::fs::write(file, index.encode()).unwrap();
+    let misfit = run("model that does not fit", &cache);
+    assert!(
+        misfit.contains("pcmap: warning: scan cache: the model of the functions of")
+            && misfit.contains("does not fit")
+            && misfit.contains("discovering them again")
+            && misfit.contains(&format!("scan cache {}: read", file.display())),
+        "{misfit}"
     );
 
     // A cache "directory" that is a file: nothing can be written there.

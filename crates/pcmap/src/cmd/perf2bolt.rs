@@ -142,9 +142,10 @@ pub struct Args {
     /// its bytes. BOLT's secondary entry points and jump-table
     /// bounds come from references anywhere in the binary, so every function is decoded once;
     /// later runs on the same binary take the findings from DIR and decode only the profiled
-    /// code. Kept beside them: the code addresses the binary's data refers to (read from every
-    /// relocation) and the functions whose padding BOLT rejects (read from the code after every
-    /// function). The profile written is the same either way.
+    /// code. Kept beside them: the model function discovery made (so later runs skip it), the
+    /// code addresses the binary's data refers to (read from every relocation) and the
+    /// functions whose padding BOLT rejects (read from the code after every function). The
+    /// profile written is the same either way.
     #[arg(long = "scan-cache", value_name = "DIR")]
     pub scan_cache: Option<PathBuf>,
     /// LLVM's verbosity level (`-v=1`). Accepted so scripts run unchanged; the lines it adds
@@ -356,9 +357,11 @@ pub fn run(args: Args) -> Result<()> {
     binary.set_release(&release);
     // The functions are discovered while the profiles and the data references into code (the
     // relocations every CFG build needs) are read: they are independent, and discovery runs on
-    // one thread. An index kept by an earlier run on the same bytes holds the data references
-    // and the verdicts of discovery's padding checks. They are moved out of it, not copied: the
-    // aggregator takes the rest, and an index written again is made anew from the image.
+    // one thread. An index kept by an earlier run on the same bytes holds the model discovery
+    // made, the data references and the verdicts of discovery's padding checks. They are moved
+    // out of it, not copied: the aggregator takes the rest, and an index written again is made
+    // anew from the image.
+    let known_model = cached.as_mut().and_then(|index| index.discovered.take());
     let (known_refs, known_paddings) = cached
         .as_mut()
         .map(|index| {
@@ -369,9 +372,23 @@ pub fn run(args: Args) -> Result<()> {
         })
         .unzip();
     let (image, (read, data_refs)) = rayon::join(
-        || match &known_paddings {
-            Some(rejected) => BoltFunctions::discover_knowing_paddings(&binary, rejected),
-            None => BoltFunctions::discover(&binary),
+        || {
+            if let (Some(model), Some(index)) = (known_model, &cached) {
+                // A rebuilt model must be the one the index was made on (the same functions,
+                // extents and kinds): anything else is a damaged cache, and discovery runs.
+                match BoltFunctions::from_discovered(&binary, model) {
+                    Ok(image) if index.fits(&image) => return Ok(image),
+                    Ok(_) => crate::scan_cache::warn_model(
+                        &args.binary,
+                        "its functions differ from those the index was made on",
+                    ),
+                    Err(e) => crate::scan_cache::warn_model(&args.binary, &e.to_string()),
+                }
+            }
+            match &known_paddings {
+                Some(rejected) => BoltFunctions::discover_knowing_paddings(&binary, rejected),
+                None => BoltFunctions::discover(&binary),
+            }
         },
         || {
             rayon::join(
@@ -607,7 +624,7 @@ pub fn run(args: Args) -> Result<()> {
         written
     };
     if let (Some((dir, key)), false, Some(index)) = (scan_cache, cache_hit, agg.scan_index()) {
-        crate::scan_cache::store(dir, key, index, args.verbosity > 0);
+        crate::scan_cache::store(dir, key, index, &image, args.verbosity > 0);
     }
     // perf2bolt's fdata writer prints this line; its YAML writer prints nothing.
     if args.profile_format == ProfileFormat::Fdata {
