@@ -10,8 +10,6 @@
 
 use std::borrow::Cow;
 
-use rustc_hash::FxHashMap;
-
 use super::{BoltFunction, BoltFunctions, FunctionKind, Names};
 use crate::{Binary, Error, Result};
 
@@ -94,41 +92,59 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// This model as plain data, to rebuild it with [`Self::from_discovered`] in a later run on
     /// the same bytes.
     pub fn discovered(&self) -> Discovered {
-        // A name borrowed from a symbol is the very string the symbol holds: it is found by
-        // where it lies (and its length), not compared with every name. Names that lie nowhere
-        // in the symbols are discovery's own.
-        let symbols = self.binary.symbols();
-        let mut lies: FxHashMap<(usize, usize), NameRef> = FxHashMap::default();
-        lies.reserve(symbols.len() * 2);
-        for (index, symbol) in symbols.iter().enumerate() {
+        // Where each function's names start in the list of all names.
+        let mut first_name = Vec::with_capacity(self.functions.len() + 1);
+        first_name.push(0);
+        for f in &self.functions {
+            first_name.push(first_name.last().copied().unwrap_or(0) + f.names.len());
+        }
+        let mut names: Vec<Option<NameRef>> = vec![None; first_name.last().copied().unwrap_or(0)];
+        // A name borrowed from a symbol is the very string a symbol at the function's address
+        // holds (section start functions too: their section symbol lies there): it is found by
+        // where it lies and its length, one symbol at a time, with no table of all the names.
+        // Names found in no symbol are discovery's own.
+        for (index, symbol) in self.binary.symbols().iter().enumerate() {
             let Ok(index) = u32::try_from(index) else {
                 break;
             };
-            for field in FIELDS {
-                if let Some(name) = field_of(symbol, field) {
-                    lies.entry((name.as_ptr() as usize, name.len()))
-                        .or_insert(NameRef::Symbol { index, field });
+            let at = self.starts.partition_point(|&s| s < symbol.address);
+            for fi in at..self.starts.len() {
+                if self.starts[fi] != symbol.address {
+                    break;
+                }
+                let own = &self.functions[fi].names;
+                for field in FIELDS {
+                    let Some(text) = field_of(symbol, field) else {
+                        continue;
+                    };
+                    for (k, name) in own.iter().enumerate() {
+                        let slot = &mut names[first_name[fi] + k];
+                        if slot.is_none()
+                            && name.as_ptr() == text.as_ptr()
+                            && name.len() == text.len()
+                        {
+                            *slot = Some(NameRef::Symbol { index, field });
+                        }
+                    }
                 }
             }
         }
-        let mut names = Vec::with_capacity(self.functions.len());
+        let names = self
+            .functions
+            .iter()
+            .flat_map(|f| f.names.iter())
+            .zip(names)
+            .map(|(name, found)| found.unwrap_or_else(|| NameRef::Text(name.as_ref().into())))
+            .collect();
         let functions = self
             .functions
             .iter()
-            .map(|f| {
-                names.extend(f.names.iter().map(|name| {
-                    match lies.get(&(name.as_ptr() as usize, name.len())) {
-                        Some(r) => r.clone(),
-                        None => NameRef::Text(name.as_ref().into()),
-                    }
-                }));
-                DiscoveredFunction {
-                    address: f.address,
-                    size: f.size,
-                    max_size: f.max_size,
-                    kind: f.kind,
-                    names: f.names.len() as u32,
-                }
+            .map(|f| DiscoveredFunction {
+                address: f.address,
+                size: f.size,
+                max_size: f.max_size,
+                kind: f.kind,
+                names: f.names.len() as u32,
             })
             .collect();
         Discovered {
