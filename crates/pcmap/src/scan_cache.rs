@@ -4,6 +4,10 @@
 //! hash of the binary's identity or bytes (see [`key`]) and of this pcmap executable, so an index
 //! is taken only for the same binary read by the same build. A cache that cannot be read or
 //! written costs the pass, never the run: it is reported as a warning.
+//!
+//! Every new binary and every new build of pcmap makes a new file, so DIR is kept under
+//! [`SIZE_LIMIT`]: when a file is written, the files used least recently (read or written:
+//! a read touches its file) are removed until the others fit.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -122,6 +126,59 @@ fn path_of(dir: &Path, key: u128) -> PathBuf {
     dir.join(format!("{key:032x}.scan"))
 }
 
+/// How many bytes of index files a cache directory keeps (1 GiB: two hundred binaries of
+/// 200,000 functions).
+pub const SIZE_LIMIT: u64 = 1 << 30;
+
+/// Mark `path` as just used (its modification time), so that pruning keeps it longer. A file
+/// that cannot be touched (a read-only cache) is left as it is.
+fn touch(path: &Path) {
+    if let Ok(f) = std::fs::File::options().write(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// Remove the index files (`*.scan`) of `dir` used least recently until those left take at
+/// most `limit` bytes; `keep` (the file just written) is never removed. Returns the files
+/// removed. Files that vanish or cannot be removed meanwhile (another run pruning) are skipped.
+fn prune(dir: &Path, limit: u64, keep: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let path = e.path();
+            let m = e.metadata().ok()?;
+            (m.is_file() && path.extension().is_some_and(|x| x == "scan")).then(|| {
+                (
+                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                    m.len(),
+                    path,
+                )
+            })
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    // Oldest first; among equal times, by name, so that the choice does not depend on the
+    // directory's order.
+    files.sort_by(|a, b| (a.0, &a.2).cmp(&(b.0, &b.2)));
+    let mut removed = Vec::new();
+    for (_, len, path) in files {
+        if total <= limit {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
+            removed.push(path);
+        }
+    }
+    removed
+}
+
 /// The index in `dir` for `key`, if there is a good one. A damaged file, or one made for
 /// another key, is reported and left for [`store`] to replace. `verbose`: say which file was
 /// read.
@@ -140,6 +197,7 @@ pub fn load(dir: &Path, key: u128, verbose: bool) -> Option<ScanIndex> {
             if verbose {
                 eprintln!("pcmap: note: scan cache {}: read", path.display());
             }
+            touch(&path);
             Some(index)
         }
         Ok(index) => {
@@ -169,8 +227,21 @@ pub fn store(dir: &Path, key: u128, index: &ScanIndex, image: &BoltFunctions, ve
             })
         });
     match written {
-        Ok(()) if verbose => eprintln!("pcmap: note: scan cache {}: written", path.display()),
-        Ok(()) => {}
+        Ok(()) => {
+            if verbose {
+                eprintln!("pcmap: note: scan cache {}: written", path.display());
+            }
+            for old in prune(dir, SIZE_LIMIT, &path) {
+                if verbose {
+                    eprintln!(
+                        "pcmap: note: scan cache {}: removed (used least recently; the cache \
+                         keeps {} MiB)",
+                        old.display(),
+                        SIZE_LIMIT >> 20
+                    );
+                }
+            }
+        }
         Err(e) => eprintln!(
             "pcmap: warning: scan cache {}: not written: {e:#}",
             path.display()
@@ -197,6 +268,48 @@ fn warn(path: &Path, what: &str) {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruning_removes_the_files_used_least_recently() {
+        let dir = pcmap_testkit::scratch_dir("scan-cache-prune");
+        let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + s);
+        // (name, bytes, last use): d is the file just written, and the oldest.
+        let files = [
+            ("a.scan", 300, 30),
+            ("b.scan", 300, 10),
+            ("c.scan", 300, 20),
+            ("d.scan", 300, 0),
+            ("other.txt", 5000, 0),
+        ];
+        for (name, len, used) in files {
+            let path = dir.join(name);
+            std::fs::write(&path, vec![0u8; len]).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(at(used))
+                .unwrap();
+        }
+        let names = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        let keep = dir.join("d.scan");
+        // 1,200 bytes of indices: under the limit, nothing goes.
+        assert!(prune(&dir, 1200, &keep).is_empty());
+        // Over it: b (used longest ago, d being kept), then c.
+        assert_eq!(names(prune(&dir, 700, &keep)), ["b.scan", "c.scan"]);
+        assert!(dir.join("a.scan").exists() && keep.exists());
+        // Files that are not indices are never counted or removed.
+        assert!(dir.join("other.txt").exists());
+        // A read marks a file as used: touched, a is kept and d (no longer kept) goes.
+        touch(&dir.join("a.scan"));
+        assert_eq!(names(prune(&dir, 300, &dir.join("x.scan"))), ["d.scan"]);
+        assert!(dir.join("a.scan").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn identity_only_for_a_settled_file() {

@@ -145,7 +145,8 @@ pub struct Args {
     /// code. Kept beside them: the model function discovery made (so later runs skip it), the
     /// code addresses the binary's data refers to (read from every relocation) and the
     /// functions whose padding BOLT rejects (read from the code after every function). The
-    /// profile written is the same either way.
+    /// profile written is the same either way. DIR keeps at most 1 GiB of these files:
+    /// writing one removes those used least recently beyond that.
     #[arg(long = "scan-cache", value_name = "DIR")]
     pub scan_cache: Option<PathBuf>,
     /// LLVM's verbosity level (`-v=1`). Accepted so scripts run unchanged; the lines it adds
