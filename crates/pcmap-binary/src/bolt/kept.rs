@@ -189,28 +189,17 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
         let mut names = names.into_iter();
         let mut functions = Vec::with_capacity(kept.len());
         for f in &kept {
-            let mut own = Names::Many(Vec::new());
-            for _ in 0..f.names {
-                let name = match names
-                    .next()
-                    .ok_or(bad("fewer names than the functions have"))?
-                {
-                    NameRef::Symbol { index, field } => Cow::Borrowed(
-                        symbols
-                            .get(index as usize)
-                            .and_then(|s| field_of(s, field))
-                            .ok_or(bad("a name of a symbol the binary does not have"))?,
-                    ),
-                    NameRef::Text(text) => Cow::Owned(text.into()),
-                };
-                own = match own {
-                    Names::Many(v) if v.is_empty() => Names::One(name),
-                    mut more => {
-                        more.push(name);
-                        more
-                    }
-                };
-            }
+            let own = (0..f.names)
+                .map(|_| match names.next() {
+                    None => Err(bad("fewer names than the functions have")),
+                    Some(NameRef::Symbol { index, field }) => symbols
+                        .get(index as usize)
+                        .and_then(|s| field_of(s, field))
+                        .map(Cow::Borrowed)
+                        .ok_or(bad("a name of a symbol the binary does not have")),
+                    Some(NameRef::Text(text)) => Ok(Cow::Owned(text.into())),
+                })
+                .collect::<Result<Names<'a>>>()?;
             functions.push(BoltFunction {
                 names: own,
                 address: f.address,
