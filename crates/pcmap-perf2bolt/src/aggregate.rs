@@ -85,7 +85,7 @@ struct Partial {
 
 impl Partial {
     fn bump(&mut self, key: RecordKey, count: u64, mispreds: u64) {
-        add(self.records.entry(key).or_default(), count, mispreds);
+        self.records.entry(key).or_default().add(count, mispreds);
     }
 }
 
@@ -435,11 +435,6 @@ impl NameRanks {
     }
 }
 
-fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
-    c.count = c.count.wrapping_add(count);
-    c.mispreds = c.mispreds.wrapping_add(mispreds);
-}
-
 impl<'a, 'data> Aggregator<'a, 'data> {
     /// Prepare aggregation against `image`.
     pub fn new(image: &'a BoltFunctions<'a, 'data>) -> Self {
@@ -699,11 +694,11 @@ impl<'a, 'data> Aggregator<'a, 'data> {
     /// Hash a CFG just built from `decoded` ([`Self::with_hashing`]).
     fn keep_hashes(
         &self,
+        ctx: &crate::block_hash::Context<'_, '_>,
         f: &pcmap_binary::bolt::BoltFunction,
         cfg: &mut Cfg,
         decoded: crate::block_hash::Instructions<'_>,
     ) {
-        let ctx = &self.hash_context();
         if cfg.simple && !cfg.blocks.is_empty() {
             let hashes = crate::block_hash::Hashes::compute_from(
                 ctx,
@@ -928,10 +923,9 @@ impl<'a, 'data> Aggregator<'a, 'data> {
                         return Box::new(cfg::build_from(self.image, f, entries, d, starts));
                     }
                     let ctx = self.hash_context();
-                    let offsets = crate::block_hash::relocated_instructions(&ctx, f);
-                    cfg::decode_with(self.image, f, offsets, |d, decoded, offsets| {
+                    crate::block_hash::decode_for_hashes(&ctx, f, |d, decoded, offsets| {
                         let mut cfg = cfg::build_from(self.image, f, entries, d, starts);
-                        self.keep_hashes(f, &mut cfg, (decoded, offsets));
+                        self.keep_hashes(&ctx, f, &mut cfg, (decoded, offsets));
                         Box::new(cfg)
                     })
                 }

@@ -647,32 +647,35 @@ struct Target<'a> {
     relocs: &'a [(u64, Reloc)],
 }
 
-/// Which instructions of `func` the block hashes read the operand offsets of, asked in address
-/// order ([`crate::cfg::decode_with`]): those with a relocated byte, since the offsets serve
-/// only to find the relocations of an immediate or a displacement.
-pub(crate) fn relocated_instructions<'c>(
-    ctx: &'c Context<'_, '_>,
+/// Decode `func` ([`crate::cfg::decode_with`]) for its CFG and block hashes at once, with the
+/// operand offsets of the instructions that have a relocated byte (empty ones for the others):
+/// the offsets serve only to find the relocations of an immediate or a displacement, and
+/// finding them costs about as much as decoding the instruction.
+pub(crate) fn decode_for_hashes<R>(
+    ctx: &Context<'_, '_>,
     func: &Function,
-) -> impl FnMut(&Instruction) -> bool + 'c {
+    f: impl FnOnce(crate::cfg::Decoded, &[Instruction], &[ConstantOffsets]) -> R,
+) -> R {
     let relocs = ctx.tables.relocs_in(func);
     let mut next = 0;
-    move |ins| {
-        // Mostly no step, or one: a search would cost more.
+    let relocated = move |ins: &Instruction| {
+        // Asked in address order: mostly no step, or one (a search would cost more).
         while relocs.get(next).is_some_and(|r| r.0 < ins.ip()) {
             next += 1;
         }
         relocs.get(next).is_some_and(|r| r.0 < ins.next_ip())
-    }
+    };
+    crate::cfg::decode_with(ctx.image, func, relocated, f)
 }
 
 /// Append the operand bytes of `ins` per `ops` to `out`; `false` when an operand is unknown.
 /// `offs`: where its immediate and displacement lie, to find their relocations (empty when
-/// none of its bytes is relocated, [`relocated_instructions`]).
+/// none of its bytes is relocated, [`decode_for_hashes`]).
 fn hash_operands(
     ctx: &Context<'_, '_>,
     target: &Target<'_>,
     ins: &Instruction,
-    offs: Option<&ConstantOffsets>,
+    offs: &ConstantOffsets,
     ops: &[Op],
     out: &mut Vec<u8>,
 ) -> bool {
@@ -682,14 +685,7 @@ fn hash_operands(
         jump_tables,
         relocs,
     } = *target;
-    // The relocation of the immediate (`true`) or the displacement.
-    let reloc_at = |immediate: bool| -> Option<Reloc> {
-        let offs = offs?;
-        let (off, present) = if immediate {
-            (offs.immediate_offset(), offs.has_immediate())
-        } else {
-            (offs.displacement_offset(), offs.has_displacement())
-        };
+    let reloc_at = |off: usize, present: bool| -> Option<Reloc> {
         let at = ins.ip() + present.then_some(off)? as u64;
         let i = relocs.binary_search_by_key(&at, |r| r.0).ok()?;
         Some(relocs[i].1)
@@ -704,7 +700,7 @@ fn hash_operands(
                 }
             },
             Op::Imm(i, ext) => {
-                let r = reloc_at(true);
+                let r = reloc_at(offs.immediate_offset(), offs.has_immediate());
                 if let Some((r, t)) = r.and_then(|r| Some((r, r.absolute?))) {
                     ctx.hash_reference(func, jump_tables, t, Some(r), out);
                 } else {
@@ -717,7 +713,7 @@ fn hash_operands(
             Op::MaskReg => hash_integer(llvm_reg(ins.op_mask()).unwrap_or(0), out),
             Op::MemScale => hash_integer(u64::from(ins.memory_index_scale()), out),
             Op::MemDisp => {
-                let r = reloc_at(false);
+                let r = reloc_at(offs.displacement_offset(), offs.has_displacement());
                 if ins.is_ip_rel_memory_operand() {
                     let t = ins.ip_rel_memory_address();
                     ctx.hash_reference(func, jump_tables, t, r, out);
@@ -849,12 +845,7 @@ fn block_strings(
     };
     match decoded {
         Some(d) => run(d),
-        None => crate::cfg::decode_with(
-            ctx.image,
-            func,
-            relocated_instructions(ctx, func),
-            |_, decoded, offsets| run((decoded, offsets)),
-        ),
+        None => decode_for_hashes(ctx, func, |_, decoded, offsets| run((decoded, offsets))),
     }
 }
 
@@ -998,8 +989,9 @@ impl BlockStrings<'_, '_, '_, '_> {
                         mnemonics.push(m);
                     }
                     if let (true, true, Some(e)) = (operands, last, entry) {
-                        let offs = offsets.get(k as usize);
-                        return hash_operands(ctx, &target, ins, offs, e.4, instr);
+                        // The decode gives every instruction its offsets (empty when unread).
+                        let offs = offsets.get(k as usize).copied().unwrap_or_default();
+                        return hash_operands(ctx, &target, ins, &offs, e.4, instr);
                     }
                     true
                 };

@@ -100,9 +100,7 @@ pub(crate) fn merge_equal_neighbours<K: PartialEq + Copy>(
     for i in 0..items.len() {
         let (k, c) = items[i];
         if kept > 0 && items[kept - 1].0 == k {
-            let have = &mut items[kept - 1].1;
-            have.count = have.count.wrapping_add(c.count);
-            have.mispreds = have.mispreds.wrapping_add(c.mispreds);
+            items[kept - 1].1.add(c.count, c.mispreds);
         } else {
             items[kept] = (k, c);
             kept += 1;

@@ -45,6 +45,15 @@ pub struct TraceCounts {
     pub mispreds: u64,
 }
 
+impl TraceCounts {
+    /// Add `count` and `mispreds` to these counts (wrapping, as perf2bolt's do).
+    #[inline]
+    pub(crate) fn add(&mut self, count: u64, mispreds: u64) {
+        self.count = self.count.wrapping_add(count);
+        self.mispreds = self.mispreds.wrapping_add(mispreds);
+    }
+}
+
 /// Everything read from a pre-aggregated file, duplicates merged.
 #[derive(Debug, Default)]
 pub struct PreAggregated {

@@ -179,9 +179,7 @@ pub fn to_preaggregated(
             from: to,
             to: BR_ONLY,
         };
-        let e = traces.entry(t).or_default();
-        e.count = e.count.wrapping_add(r.count);
-        e.mispreds = e.mispreds.wrapping_add(r.mispreds);
+        traces.entry(t).or_default().add(r.count, r.mispreds);
     }
     for r in profile.samples() {
         stats.records += 1;

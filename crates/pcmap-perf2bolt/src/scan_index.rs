@@ -297,29 +297,60 @@ pub fn key_of(mut bytes: impl std::io::Read, tool: &[u8]) -> std::io::Result<u12
     Ok(h.digest128())
 }
 
-/// A list [`write_list`] wrote; `what` names it in errors.
-fn read_list(c: &mut Cursor<'_>, what: &'static str) -> crate::Result<Vec<u64>> {
+/// A count at the cursor of items of at least `least` bytes each: more than the bytes left can
+/// hold is damage, so that no list is ever larger than the input. `what` names it in errors.
+fn read_count(c: &mut Cursor<'_>, least: usize, what: &'static str) -> crate::Result<usize> {
     let bad = |offset: usize| crate::Error::ScanIndex {
         offset,
         expected: what,
     };
     let at = c.offset();
     let n = c.read_uleb128().map_err(|e| bad(e.offset))?;
-    // Every value takes at least one byte: a count beyond the bytes left is damage, and the
-    // list is never larger than the input.
-    if n > c.remaining() as u64 {
+    if n > (c.remaining() / least) as u64 {
         return Err(bad(at));
     }
-    let mut out = Vec::with_capacity(n as usize);
+    Ok(n as usize)
+}
+
+/// The next value of a sequence kept as differences ([`write_step`]): `previous` plus the
+/// ULEB128 at the cursor, with the offset it starts at. Errors name `what` for a number that
+/// cannot be read and `overflow` for a sum past 2^64.
+fn read_step(
+    c: &mut Cursor<'_>,
+    previous: u64,
+    what: &'static str,
+    overflow: &'static str,
+) -> crate::Result<(usize, u64)> {
+    let bad = |offset: usize, expected| crate::Error::ScanIndex { offset, expected };
+    let at = c.offset();
+    let delta = c.read_uleb128().map_err(|e| bad(e.offset, what))?;
+    let value = previous.checked_add(delta).ok_or(bad(at, overflow))?;
+    Ok((at, value))
+}
+
+/// Write `value` as its difference from `previous` (a sequence that never decreases), and make
+/// it the previous one.
+fn write_step(out: &mut Vec<u8>, previous: &mut u64, value: u64) {
+    pcmap_bytes::leb128::write_uleb128(out, value.wrapping_sub(*previous));
+    *previous = value;
+}
+
+/// A list [`write_list`] wrote; `what` names it in errors.
+fn read_list(c: &mut Cursor<'_>, what: &'static str) -> crate::Result<Vec<u64>> {
+    // Every value takes at least one byte.
+    let n = read_count(c, 1, what)?;
+    let mut out = Vec::with_capacity(n);
     let mut value = 0u64;
     for k in 0..n {
-        let at = c.offset();
-        let delta = c.read_uleb128().map_err(|e| bad(e.offset))?;
+        let (at, next) = read_step(c, value, what, what)?;
         // Increasing: only the first value may be 0 away from the one before (from 0).
-        if k > 0 && delta == 0 {
-            return Err(bad(at));
+        if k > 0 && next == value {
+            return Err(crate::Error::ScanIndex {
+                offset: at,
+                expected: what,
+            });
         }
-        value = value.checked_add(delta).ok_or_else(|| bad(at))?;
+        value = next;
         out.push(value);
     }
     Ok(out)
@@ -331,8 +362,7 @@ fn write_model(out: &mut Vec<u8>, model: &Discovered) {
     write_uleb128(out, model.functions.len() as u64);
     let mut previous = 0;
     for f in &model.functions {
-        write_uleb128(out, f.address.wrapping_sub(previous));
-        previous = f.address;
+        write_step(out, &mut previous, f.address);
         write_uleb128(out, f.size);
         write_uleb128(out, f.max_size);
         out.push(match f.kind {
@@ -362,8 +392,7 @@ fn write_model(out: &mut Vec<u8>, model: &Discovered) {
     write_uleb128(out, model.lsdas.len() as u64);
     let mut previous = 0;
     for &(start, lsda) in &model.lsdas {
-        write_uleb128(out, start.wrapping_sub(previous));
-        previous = start;
+        write_step(out, &mut previous, start);
         write_uleb128(out, lsda);
     }
     write_list(out, &model.label_entries);
@@ -376,23 +405,16 @@ fn read_model(c: &mut Cursor<'_>) -> crate::Result<Discovered> {
     let uleb = |c: &mut Cursor<'_>, expected: &'static str| {
         c.read_uleb128().map_err(|e| bad(e.offset, expected))
     };
-    // A count of items of at least `least` bytes each that the bytes left can hold.
-    let count = |c: &mut Cursor<'_>, least: usize, expected: &'static str| {
-        let at = c.offset();
-        let n = uleb(c, expected)?;
-        if n > (c.remaining() / least) as u64 {
-            return Err(bad(at, expected));
-        }
-        Ok(n as usize)
-    };
-    let n = count(c, 5, "a function count the bytes left can hold")?;
+    let n = read_count(c, 5, "a function count the bytes left can hold")?;
     let mut functions = Vec::with_capacity(n);
     let mut address = 0u64;
     for _ in 0..n {
-        let at = c.offset();
-        address = address
-            .checked_add(uleb(c, "a function's address")?)
-            .ok_or(bad(at, "a function address below 2^64"))?;
+        (_, address) = read_step(
+            c,
+            address,
+            "a function's address",
+            "a function address below 2^64",
+        )?;
         let size = uleb(c, "a function's size")?;
         let max_size = uleb(c, "a function's maximum size")?;
         let at = c.offset();
@@ -412,7 +434,7 @@ fn read_model(c: &mut Cursor<'_>) -> crate::Result<Discovered> {
             names,
         });
     }
-    let n = count(c, 2, "a name count the bytes left can hold")?;
+    let n = read_count(c, 2, "a name count the bytes left can hold")?;
     let mut names = Vec::with_capacity(n);
     for _ in 0..n {
         let at = c.offset();
@@ -440,14 +462,16 @@ fn read_model(c: &mut Cursor<'_>) -> crate::Result<Discovered> {
             }
         });
     }
-    let n = count(c, 2, "an LSDA count the bytes left can hold")?;
+    let n = read_count(c, 2, "an LSDA count the bytes left can hold")?;
     let mut lsdas = Vec::with_capacity(n);
     let mut start = 0u64;
     for _ in 0..n {
-        let at = c.offset();
-        start = start
-            .checked_add(uleb(c, "the start of an LSDA's function")?)
-            .ok_or(bad(at, "a function start below 2^64"))?;
+        (_, start) = read_step(
+            c,
+            start,
+            "the start of an LSDA's function",
+            "a function start below 2^64",
+        )?;
         lsdas.push((start, uleb(c, "an LSDA address")?));
     }
     let label_entries = read_list(
@@ -473,8 +497,7 @@ fn write_list(out: &mut Vec<u8>, list: &[u64]) {
     pcmap_bytes::leb128::write_uleb128(out, list.len() as u64);
     let mut previous = 0;
     for &v in list {
-        pcmap_bytes::leb128::write_uleb128(out, v.wrapping_sub(previous));
-        previous = v;
+        write_step(out, &mut previous, v);
     }
 }
 

@@ -143,7 +143,7 @@ impl TraceTable {
         // slot's bits: counted in the side map at once.
         let key = match self.compact(&t) {
             Some(k) if k != EMPTY && count <= COUNT_MAX && mispreds <= MISPRED_MAX => k,
-            _ => return add(self.wide.entry(t).or_default(), count, mispreds),
+            _ => return self.wide.entry(t).or_default().add(count, mispreds),
         };
         // A loop whose body has one taken branch repeats the same trace entry after entry
         // of a branch stack: such runs are counted once.
@@ -245,8 +245,8 @@ impl TraceTable {
                 // The slot's counts and these move to the side map; the slot counts on from 0.
                 let (have, have_mispreds) = unpack(std::mem::take(&mut self.slots[i].counts));
                 let w = self.wide.entry(self.trace_of(&k)).or_default();
-                add(w, have, have_mispreds);
-                add(w, count, mispreds);
+                w.add(have, have_mispreds);
+                w.add(count, mispreds);
             }
         }
     }
@@ -261,7 +261,7 @@ impl TraceTable {
             let (count, mispreds) = unpack(s.counts);
             let mut c = TraceCounts { count, mispreds };
             if let Some(w) = wide.remove(&t) {
-                add(&mut c, w.count, w.mispreds);
+                c.add(w.count, w.mispreds);
             }
             out.push((t, c));
         }
@@ -306,11 +306,6 @@ fn add_packed(packed: u32, count: u64, mispreds: u64) -> Option<u32> {
     let (have, have_mispreds) = unpack(packed);
     (count <= COUNT_MAX - have && mispreds <= MISPRED_MAX - have_mispreds)
         .then(|| pack(have + count, have_mispreds + mispreds))
-}
-
-fn add(c: &mut TraceCounts, count: u64, mispreds: u64) {
-    c.count = c.count.wrapping_add(count);
-    c.mispreds = c.mispreds.wrapping_add(mispreds);
 }
 
 #[cfg(test)]
