@@ -98,7 +98,7 @@ impl Binary<'_> {
             .ok()
             .and_then(|l| table_start.checked_add(l))
             .filter(|&e| e <= c.data().len())
-            .ok_or(Error::Lsda {
+            .ok_or_else(|| Error::Lsda {
                 lsda: address,
                 field: "call-site table length",
                 source: pcmap_bytes::Error {

@@ -20,11 +20,19 @@ use std::io;
 /// is accepted when its payload is zero).
 #[inline]
 pub fn read_uleb128(data: &[u8], pos: &mut usize) -> Result<u64, ErrorKind> {
-    if let Some(&first) = data.get(*pos)
-        && first < 0x80
-    {
-        *pos += 1;
-        return Ok(u64::from(first));
+    // One and two bytes inline (values below 2^14: most counts, sizes and address deltas);
+    // neither can overflow.
+    if let Some(&first) = data.get(*pos) {
+        if first < 0x80 {
+            *pos += 1;
+            return Ok(u64::from(first));
+        }
+        if let Some(&second) = data.get(*pos + 1)
+            && second < 0x80
+        {
+            *pos += 2;
+            return Ok(u64::from(first & 0x7f) | u64::from(second) << 7);
+        }
     }
     read_uleb128_slow(data, pos)
 }
@@ -269,6 +277,29 @@ mod tests {
             let mut pos = 0;
             prop_assert_eq!(read_uleb128_u128(&v, &mut pos), Ok(x));
             prop_assert_eq!(pos, v.len());
+        }
+
+        #[test]
+        fn small_uleb_round_trip(x in 0u64..1 << 16) {
+            let mut v = Vec::new();
+            write_uleb128(&mut v, x);
+            let mut pos = 0;
+            prop_assert_eq!(read_uleb128(&v, &mut pos), Ok(x));
+            prop_assert_eq!(pos, v.len());
+        }
+
+        /// The inline one- and two-byte paths answer as the general loop does, padded forms
+        /// (`0x85 0x00`) and truncated ones included, from any position.
+        #[test]
+        fn uleb_fast_paths_agree_with_the_loop(
+            data in proptest::collection::vec(any::<u8>(), 0..12),
+            start in 0usize..13,
+        ) {
+            let (mut fast, mut slow) = (start, start);
+            let got = read_uleb128(&data, &mut fast);
+            let want = read_uleb128_slow(&data, &mut slow);
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(fast, slow);
         }
 
         #[test]

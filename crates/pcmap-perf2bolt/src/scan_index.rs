@@ -234,7 +234,7 @@ impl ScanIndex {
             .into_iter()
             .map(|i| u32::try_from(i).ok().filter(|&i| u64::from(i) < functions))
             .collect::<Option<Vec<u32>>>()
-            .ok_or(bad(jumps_at, "function indices below the function count"))?;
+            .ok_or_else(|| bad(jumps_at, "function indices below the function count"))?;
         let data_references = read_list(
             &mut c,
             "a list of increasing data references (count, then differences)",
@@ -324,7 +324,9 @@ fn read_step(
     let bad = |offset: usize, expected| crate::Error::ScanIndex { offset, expected };
     let at = c.offset();
     let delta = c.read_uleb128().map_err(|e| bad(e.offset, what))?;
-    let value = previous.checked_add(delta).ok_or(bad(at, overflow))?;
+    let value = previous
+        .checked_add(delta)
+        .ok_or_else(|| bad(at, overflow))?;
     Ok((at, value))
 }
 
@@ -456,7 +458,7 @@ fn read_model(c: &mut Cursor<'_>) -> crate::Result<Discovered> {
                 let text = usize::try_from(value)
                     .ok()
                     .and_then(|len| c.bytes(len).ok())
-                    .ok_or(bad(at, "a name length the bytes left can hold"))?;
+                    .ok_or_else(|| bad(at, "a name length the bytes left can hold"))?;
                 let text = std::str::from_utf8(text).map_err(|_| bad(at, "a UTF-8 name"))?;
                 NameRef::Text(text.into())
             }

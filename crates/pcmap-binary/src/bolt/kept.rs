@@ -196,7 +196,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                         .get(index as usize)
                         .and_then(|s| field_of(s, field))
                         .map(Cow::Borrowed)
-                        .ok_or(bad("a name of a symbol the binary does not have")),
+                        .ok_or_else(|| bad("a name of a symbol the binary does not have")),
                     Some(NameRef::Text(text)) => Ok(Cow::Owned(text.into())),
                 })
                 .collect::<Result<Names<'a>>>()?;
