@@ -245,8 +245,10 @@ mod tests {
     }
 
     proptest! {
+        /// Any value, and often a small one (one to three bytes: the inline paths of the reader,
+        /// which a uniform `u64` would almost never reach).
         #[test]
-        fn uleb_round_trip(x: u64) {
+        fn uleb_round_trip(x in prop_oneof![0u64..1 << 16, any::<u64>()]) {
             let mut v = Vec::new();
             write_uleb128(&mut v, x);
             prop_assert_eq!(v.len(), uleb128_len(x));
@@ -276,15 +278,6 @@ mod tests {
             write_uleb128_u128(&mut v, x);
             let mut pos = 0;
             prop_assert_eq!(read_uleb128_u128(&v, &mut pos), Ok(x));
-            prop_assert_eq!(pos, v.len());
-        }
-
-        #[test]
-        fn small_uleb_round_trip(x in 0u64..1 << 16) {
-            let mut v = Vec::new();
-            write_uleb128(&mut v, x);
-            let mut pos = 0;
-            prop_assert_eq!(read_uleb128(&v, &mut pos), Ok(x));
             prop_assert_eq!(pos, v.len());
         }
 
