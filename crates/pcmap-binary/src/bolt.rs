@@ -5,7 +5,7 @@
 //! Built from an already parsed [`Binary`] (see [`BoltFunctions::discover`]):
 //!
 //! * every `STT_FUNC`/`STT_GNU_IFUNC` symbol in a code section is a function, named by BOLT's
-//!   naming pass ([`crate::Symbol::bolt_name`]: `name`, `name/N`, `name/file/N`, ...); aliases
+//!   naming pass ([`crate::Binary::bolt_name`]: `name`, `name/N`, `name/file/N`, ...); aliases
 //!   at one address are merged (largest size wins);
 //! * an untyped code label (`STT_NOTYPE`) that no sized function contains becomes a function
 //!   (in BOLTed binaries: a moved function's secondary entry label left in the original code);
@@ -39,7 +39,7 @@ use crate::symbols::SymbolKind;
 use crate::{Binary, Machine, Result};
 
 mod kept;
-pub use kept::{Discovered, DiscoveredFunction, NameRef, SymbolField};
+pub use kept::{Discovered, DiscoveredFunction, NameRef};
 
 /// BOLT's name prefix for a function known only from an FDE (followed by its hex address).
 const FDE_FUNCTION_PREFIX: &str = "__BOLT_FDE_FUNCat";
@@ -248,7 +248,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 .symbols()
                 .iter()
                 .find(|s| s.kind == SymbolKind::Section && s.section_index == Some(section.index))
-                .and_then(|s| s.bolt_name.as_deref())
+                .and_then(|s| binary.bolt_name(s.index))
             else {
                 continue;
             };
@@ -719,8 +719,8 @@ fn functions_of_symbols<'b, 'data>(
                 address: s.address,
                 index: s.index,
                 size: s.size,
-                name: s.bolt_name.as_deref().unwrap_or(s.name),
-                file_name: s.bolt_file_name.as_deref(),
+                name: binary.bolt_name(s.index).unwrap_or(s.name),
+                file_name: binary.bolt_file_name(s.index),
                 kind: s.kind,
                 is_local: s.is_local,
             }),

@@ -133,6 +133,10 @@ pub struct Binary<'data> {
     function_symbols: Vec<FunctionSymbolExtra<'data>>,
     /// Every entry of the symbol table the functions come from, by index.
     symbols: Vec<Symbol<'data>>,
+    /// The names BOLT gives `symbols`, by index ([`Binary::bolt_name`]): made on first use,
+    /// as they take a pass over every symbol that a later run keeping BOLT's model of the
+    /// functions between runs never needs.
+    bolt_names: OnceLock<Vec<SymbolBoltNames<'data>>>,
     /// Names of `.dynsym` entries by index.
     dynamic_symbol_names: Vec<&'data str>,
     /// True when the functions came from `.dynsym` because there is no `.symtab`.
@@ -358,6 +362,7 @@ impl<'data> Binary<'data> {
     /// Built on first use.
     pub fn function_table(&self) -> &FunctionTable<'data> {
         self.functions.get_or_init(|| {
+            let names = self.symbol_bolt_names();
             let symbols = self
                 .function_symbols
                 .iter()
@@ -375,8 +380,13 @@ impl<'data> Binary<'data> {
                         file: extra.file,
                         // A function symbol BOLT does not name (address 0, non-alloc section)
                         // keeps its stored name.
-                        bolt_name: s.bolt_name.clone().unwrap_or(Cow::Borrowed(s.name)),
-                        bolt_file_name: s.bolt_file_name.clone(),
+                        bolt_name: names
+                            .get(extra.symbol_index)
+                            .and_then(|n| n.name.clone())
+                            .unwrap_or(Cow::Borrowed(s.name)),
+                        bolt_file_name: names
+                            .get(extra.symbol_index)
+                            .and_then(|n| n.file_name.clone()),
                     })
                 })
                 .collect();
@@ -403,6 +413,42 @@ impl<'data> Binary<'data> {
     /// there is none), indexed by symbol index (entry 0 is the null symbol).
     pub fn symbols(&self) -> &[Symbol<'data>] {
         &self.symbols
+    }
+
+    /// The name BOLT gives symbol `index` (`name`, `name/N` for locals, `PG.L...`,
+    /// `ANONYMOUS.i`; see [`FunctionSymbol::bolt_name`]); `None` for symbols BOLT does not name
+    /// (address 0, not in memory, `__hot_start`, ...) and indices past the table. Borrowed from
+    /// the file where it is the stored name (most globals). The first call names every symbol.
+    pub fn bolt_name(&self, index: usize) -> Option<&str> {
+        self.symbol_bolt_names().get(index)?.name.as_deref()
+    }
+
+    /// BOLT's alternative name of local function symbol `index` with a file symbol:
+    /// `name/file/N`. The first call names every symbol.
+    pub fn bolt_file_name(&self, index: usize) -> Option<&str> {
+        self.symbol_bolt_names().get(index)?.file_name.as_deref()
+    }
+
+    /// The names BOLT gives the symbols, made on first use.
+    fn symbol_bolt_names(&self) -> &[SymbolBoltNames<'data>] {
+        self.bolt_names.get_or_init(|| {
+            let mut table = ParsedSymbols {
+                symbols: &self.symbols,
+                sections: &self.sections,
+                names: Vec::new(),
+            };
+            table
+                .names
+                .resize_with(self.symbols.len(), Default::default);
+            bolt_names(&mut table);
+            table.names
+        })
+    }
+
+    /// The name BOLT's naming pass reads for symbol `symbol` of [`Binary::symbols`]: a section
+    /// symbol's is its section's name (as LLVM's reader reports it), any other's its own.
+    pub(crate) fn naming_name(&self, symbol: &Symbol<'data>) -> &'data str {
+        naming_name(symbol, &self.sections)
     }
 
     /// The name of `.dynsym` entry `index` (what `.rela.plt` entries refer to).
@@ -862,8 +908,6 @@ where
                 is_absolute: false,
                 section_index: None,
                 file: None,
-                bolt_name: None,
-                bolt_file_name: None,
             });
             continue;
         }
@@ -912,8 +956,6 @@ where
             is_absolute,
             section_index,
             file: bolt_file.filter(|f| st_bind == elf::STB_LOCAL && !is_undefined && !f.is_empty()),
-            bolt_name: None,
-            bolt_file_name: None,
         });
         if st_type == elf::STT_FILE {
             current_file = Some(name);
@@ -934,10 +976,6 @@ where
             });
         }
     }
-    bolt_names(&mut ParsedSymbols {
-        symbols: &mut all_symbols,
-        sections: &sections,
-    });
     // `.dynsym` names by index, for PLT entries (`.rela.plt` refers to `.dynsym`).
     let dynamic_symbol_names = if from_dynsym {
         all_symbols.iter().map(|s| s.name).collect()
@@ -992,6 +1030,7 @@ where
         functions: OnceLock::new(),
         function_symbols: funcs,
         symbols: all_symbols,
+        bolt_names: OnceLock::new(),
         dynamic_symbol_names,
         symbols_from_dynsym: from_dynsym,
         release: Release::default(),
@@ -1016,11 +1055,31 @@ fn code_sections<'a, 'data>(
     })
 }
 
+/// The names BOLT gives one symbol ([`Binary::bolt_name`], [`Binary::bolt_file_name`]).
+#[derive(Debug, Default)]
+struct SymbolBoltNames<'data> {
+    name: Option<Cow<'data, str>>,
+    file_name: Option<Box<str>>,
+}
+
+/// [`Binary::naming_name`] of `symbol`, with `sections` its binary's.
+fn naming_name<'data>(symbol: &Symbol<'data>, sections: &[Section<'data>]) -> &'data str {
+    if symbol.kind == SymbolKind::Section {
+        symbol
+            .section_index
+            .and_then(|i| sections.get(i))
+            .map_or("", |s| s.name)
+    } else {
+        symbol.name
+    }
+}
+
 /// The parsed symbol table (in table order: entry `index` is symbol `index`) as BOLT's naming
-/// pass sees it.
+/// pass sees it, and the names it gives them.
 struct ParsedSymbols<'a, 'data> {
-    symbols: &'a mut [Symbol<'data>],
+    symbols: &'a [Symbol<'data>],
     sections: &'a [Section<'data>],
+    names: Vec<SymbolBoltNames<'data>>,
 }
 
 impl<'data> NamingTable<'data> for ParsedSymbols<'_, 'data> {
@@ -1039,12 +1098,7 @@ impl<'data> NamingTable<'data> for ParsedSymbols<'_, 'data> {
             _ => NamingKind::Other,
         };
         NamingSymbol {
-            // LLVM's reader reports a section symbol by its section's name.
-            name: if kind == NamingKind::Section {
-                section.map_or("", |s| s.name)
-            } else {
-                s.name
-            },
+            name: naming_name(s, self.sections),
             address: s.address,
             kind,
             is_local: s.is_local,
@@ -1058,9 +1112,10 @@ impl<'data> NamingTable<'data> for ParsedSymbols<'_, 'data> {
     }
 
     fn set_names(&mut self, index: usize, (primary, alt): BoltNames<'data>) {
-        let s = &mut self.symbols[index];
-        s.bolt_name = Some(primary);
-        s.bolt_file_name = alt.map(String::into_boxed_str);
+        self.names[index] = SymbolBoltNames {
+            name: Some(primary),
+            file_name: alt.map(String::into_boxed_str),
+        };
     }
 }
 

@@ -25,8 +25,9 @@
 //! * [`bolt`]: the functions BOLT (and perf2bolt) discovers from the parsed binary
 //!   ([`bolt::BoltFunctions`]): FDE-only functions, PLT pseudo functions, sizes and "max sizes"
 //!   up to the next function, `<section>/N`, untyped code labels, and the interprocedural
-//!   reference rule for secondary entry points. [`Binary::symbols`] (every symbol with BOLT's
-//!   names), [`Binary::code_relocations`] and [`Binary::fde_ranges`] feed it.
+//!   reference rule for secondary entry points. [`Binary::symbols`] (every symbol; BOLT's
+//!   names for them from [`Binary::bolt_name`], made on first use),
+//!   [`Binary::code_relocations`] and [`Binary::fde_ranges`] feed it.
 //! * [`x86`]: x86-64 / i386 decoding with `iced-x86` into [`Instruction`]s with a
 //!   [`BranchKind`] and direct targets. Other machines are recognised and reported as not yet
 //!   disassembled ([`Error::UnsupportedMachine`]).

@@ -1,7 +1,6 @@
 //! Function symbols, the address-sorted function table, and BOLT's names for local functions.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 use rustc_hash::FxHashMap;
 
@@ -51,16 +50,12 @@ pub struct Symbol<'data> {
     pub section_index: Option<usize>,
     /// The `STT_FILE` symbol (other than LTO's `ld-temp.o`) that precedes this local symbol.
     pub file: Option<&'data str>,
-    /// The name BOLT gives the symbol (`name`, `name/N` for locals, `PG.L...`, `ANONYMOUS.i`);
-    /// `None` for symbols BOLT does not name (address 0, not in memory, `__hot_start`, ...).
-    /// Borrowed from the file where it is the stored name (most globals).
-    pub bolt_name: Option<Cow<'data, str>>,
-    /// BOLT's alternative name of a local function with a file symbol: `name/file/N`.
-    pub bolt_file_name: Option<Box<str>>,
 }
 
+// The names BOLT gives a symbol are not here but in [`crate::Binary::bolt_name`]: they take a
+// pass over the whole table, which a run that keeps BOLT's model between runs never needs.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Symbol<'_>>() == 120);
+const _: () = assert!(std::mem::size_of::<Symbol<'_>>() == 80);
 
 /// One `STT_FUNC` or `STT_GNU_IFUNC` symbol defined in the file.
 #[derive(Debug, Clone)]
@@ -286,26 +281,21 @@ pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
 
     // One counter per name, shared by primary names and `name/file` prefixes as in BOLT. Keys
     // borrow the file's strings where they can: a large binary has hundreds of thousands.
-    // Names are built with `push_str` rather than `format!`, and a new key moves into the map
-    // rather than being copied: this runs once or twice per local symbol.
+    // A new key moves into the map rather than being copied: this runs once or twice per local
+    // symbol.
     let mut counters: FxHashMap<Cow<'data, str>, u64> = FxHashMap::default();
     let mut uniquify = |name: Cow<'data, str>| -> String {
-        let mut unique = String::with_capacity(name.len() + 8);
-        unique.push_str(&name);
-        unique.push('/');
-        let n = match counters.get_mut(&*name) {
+        match counters.get_mut(&*name) {
             Some(n) => {
                 *n += 1;
-                *n
+                numbered(&name, *n)
             }
             None => {
+                let unique = numbered(&name, 1);
                 counters.insert(name, 1);
-                1
+                unique
             }
-        };
-        // Writing into a String cannot fail.
-        let _ = write!(unique, "{n}");
-        unique
+        }
     };
     let mut anonymous = 0u64;
     for (_, ranked) in keyed {
@@ -322,13 +312,7 @@ pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
         } else {
             // A local: the only symbols besides empty names in this walk.
             let alt_prefix = match (s.kind, s.file) {
-                (NamingKind::Function, Some(f)) => {
-                    let mut prefix = String::with_capacity(name.len() + 1 + f.len());
-                    prefix.push_str(&name);
-                    prefix.push('/');
-                    prefix.push_str(f);
-                    Some(prefix)
-                }
+                (NamingKind::Function, Some(f)) => Some(file_prefix(&name, f)),
                 _ => None,
             };
             let primary = uniquify(name);
@@ -338,6 +322,48 @@ pub(crate) fn bolt_names<'data>(table: &mut impl NamingTable<'data>) {
             )
         };
         table.set_names(index, names);
+    }
+}
+
+/// `prefix/number`: BOLT's name for the `number`th local symbol (counting from 1) whose name,
+/// or `name/file` prefix, is `prefix`.
+fn numbered(prefix: &str, number: u64) -> String {
+    let mut name = String::with_capacity(prefix.len() + 21);
+    name.push_str(prefix);
+    push_number(&mut name, number);
+    name
+}
+
+/// `name/file`: what BOLT numbers the alternative name of a local function tied to `file` by
+/// (with room for the number).
+fn file_prefix(name: &str, file: &str) -> String {
+    let mut prefix = String::with_capacity(name.len() + 1 + file.len() + 21);
+    prefix.push_str(name);
+    prefix.push('/');
+    prefix.push_str(file);
+    prefix
+}
+
+/// Append `/number` ([`numbered`]). These run once or twice per local symbol: pushed and
+/// formatted by `itoa`, not `format!`.
+fn push_number(out: &mut String, number: u64) {
+    out.push('/');
+    out.push_str(itoa::Buffer::new().format(number));
+}
+
+/// BOLT's name of a local symbol whose naming name ([`NamingSymbol::name`]) is `name`, given
+/// its number: `name/N`, or with `file`, its alternative `name/file/N` ([`bolt_names`], step 3).
+/// It is what [`bolt_names`] gives the symbol when `number` is the count it reached there.
+pub(crate) fn local_bolt_name(name: &str, file: Option<&str>, number: u64) -> String {
+    let name = pg_prefixed(name);
+    match file {
+        None => numbered(&name, number),
+        Some(file) => {
+            // One allocation: a later run rebuilds one of these per local function.
+            let mut out = file_prefix(&name, file);
+            push_number(&mut out, number);
+            out
+        }
     }
 }
 
@@ -436,6 +462,31 @@ mod tests {
         assert!(matches!(table.1[6].as_ref().unwrap().0, Cow::Borrowed(_)));
         // The null symbol and file symbols get no name.
         assert!(table.1[0].is_none() && table.1[1].is_none() && table.1[3].is_none());
+    }
+
+    #[test]
+    fn a_locals_name_is_rebuilt_from_its_number() {
+        let syms = vec![
+            sym("a.c", 0, NamingKind::File, true, None),
+            sym(".Lcold", 0x1000, NamingKind::Function, true, Some("a.c")),
+            sym(".Lcold", 0x1100, NamingKind::Function, true, Some("a.c")),
+            sym("helper", 0x1200, NamingKind::Function, true, Some("a.c")),
+        ];
+        let n = syms.len();
+        let mut table = Table(syms, vec![None; n]);
+        bolt_names(&mut table);
+        let rebuilt = |name, number, alt| {
+            (
+                local_bolt_name(name, None, number),
+                Some(local_bolt_name(name, Some("a.c"), alt)),
+            )
+        };
+        for (i, name, number) in [(1, ".Lcold", 1), (2, ".Lcold", 2), (3, "helper", 1)] {
+            let (primary, alt) = table.1[i].clone().unwrap();
+            assert_eq!((primary.into_owned(), alt), rebuilt(name, number, number));
+        }
+        assert_eq!(local_bolt_name(".Lcold", Some("a.c"), 2), "PG.Lcold/a.c/2");
+        assert_eq!(local_bolt_name("f", None, 10), "f/10");
     }
 
     #[test]

@@ -96,8 +96,9 @@ fn a_kept_model_rebuilds_the_discovered_one() {
             "{name}: label entry points"
         );
         assert_eq!(again.discovered(), kept, "{name}: kept again");
-        // Names are kept as references to the symbols they come from; text only for the names
-        // discovery makes (PLT entries and header, functions known from FDEs alone).
+        // Names are kept as references to the symbols they come from (locals' BOLT names by
+        // their numbers); text only for the names discovery makes (PLT entries and header,
+        // functions known from FDEs alone).
         let mut next = kept.names.iter();
         for (f, k) in image.functions().iter().zip(&kept.functions) {
             for (n, r) in f.names.iter().zip(next.by_ref().take(k.names as usize)) {
@@ -140,6 +141,14 @@ fn a_kept_model_rebuilds_the_discovered_one() {
                     .iter()
                     .filter(|n| matches!(n, NameRef::Text(t) if t.starts_with("__BOLT_FDE")))
                     .count(),
+                k.names
+                    .iter()
+                    .filter(|n| matches!(n, NameRef::Local { in_file: false, .. }))
+                    .count(),
+                k.names
+                    .iter()
+                    .filter(|n| matches!(n, NameRef::Local { in_file: true, .. }))
+                    .count(),
             )
         })
         .collect();
@@ -152,6 +161,11 @@ fn a_kept_model_rebuilds_the_discovered_one() {
     assert!(
         all.iter().any(|a| a.3 > 0),
         "a function from an FDE: {all:?}"
+    );
+    assert!(all.iter().any(|a| a.4 > 0), "a local's name/N: {all:?}");
+    assert!(
+        all.iter().any(|a| a.5 > 0),
+        "a local's name/file/N: {all:?}"
     );
 }
 
@@ -170,17 +184,40 @@ fn a_model_that_cannot_be_this_binarys_is_refused() {
         e
     };
 
-    let mut model = kept.clone();
-    let i = model
+    // A stored name, and a local's number, of a symbol the table lacks.
+    for local in [false, true] {
+        let mut model = kept.clone();
+        match model
+            .names
+            .iter_mut()
+            .find(|n| matches!(n, NameRef::Local { .. }) == local && !matches!(n, NameRef::Text(_)))
+        {
+            Some(NameRef::Symbol { index } | NameRef::Local { index, .. }) => *index = u32::MAX,
+            other => panic!("no name of a symbol (local: {local}): {other:?}"),
+        }
+        let e = refused(model, "a symbol index past the table");
+        assert!(e.contains("symbol the binary does not have"), "{e}");
+    }
+
+    // A local's alias (`name/file/N`) of a symbol tied to no file (a global).
+    let i = kept
         .names
         .iter()
-        .position(|n| matches!(n, NameRef::Symbol { .. }))
+        .position(|n| matches!(n, NameRef::Local { .. }))
         .unwrap();
-    if let NameRef::Symbol { index, .. } = &mut model.names[i] {
-        *index = u32::MAX;
-    }
-    let e = refused(model, "a symbol index past the table");
-    assert!(e.contains("symbol the binary does not have"), "{e}");
+    let mut model = kept.clone();
+    let global = binary
+        .symbols()
+        .iter()
+        .position(|s| !s.is_local && s.file.is_none() && !s.is_undefined)
+        .unwrap();
+    model.names[i] = NameRef::Local {
+        index: global as u32,
+        number: 1,
+        in_file: true,
+    };
+    let e = refused(model, "an alias of a symbol with no file");
+    assert!(e.contains("with no file"), "{e}");
 
     let mut model = kept.clone();
     model.functions.swap(0, 1);

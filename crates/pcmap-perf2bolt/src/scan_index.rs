@@ -17,7 +17,7 @@
 //! | field | bytes |
 //! |---|---|
 //! | magic `PCMAPSCN` | 8 |
-//! | format version (2) | 4 |
+//! | format version (4) | 4 |
 //! | key: what the file was written for ([`ScanIndex::key`]) | 16 |
 //! | number of functions of the model it was made on | 8 |
 //! | fingerprint of those functions ([`ScanIndex::fits`]) | 8 |
@@ -30,22 +30,21 @@
 //! - the function count, then per function its address (as the difference from the previous
 //!   one, the first from 0: addresses never decrease), size, maximum size, kind (0 regular, 1
 //!   PLT) and name count;
-//! - the name count, then per name a tag and its value: 0, 1 or 2 and the index of the symbol
-//!   whose stored name, BOLT name or `name/file/N` alias it is, or 3, the length and the UTF-8
-//!   bytes of a name of its own;
+//! - the name count, then per name a tag and its values: 0 and the index of the symbol whose
+//!   stored name it is; 1 or 2, the index of a local symbol and its number, for BOLT's name
+//!   `name/N` or its alias `name/file/N`; or 3, the length and the UTF-8 bytes of a name of its
+//!   own;
 //! - the LSDA count, then per LSDA the start of its function (as a difference, never
 //!   decreasing) and its address;
 //! - the label entry points and the functions with a symbol inside: two lists as above.
 //!
 //! Decoding checks every field and holds at most one value per input byte.
 
-use pcmap_binary::bolt::{
-    BoltFunctions, Discovered, DiscoveredFunction, FunctionKind, NameRef, SymbolField,
-};
+use pcmap_binary::bolt::{BoltFunctions, Discovered, DiscoveredFunction, FunctionKind, NameRef};
 use pcmap_bytes::Cursor;
 
 const MAGIC: &[u8; 8] = b"PCMAPSCN";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// The findings of the decoding pass over every function of a binary ([module](self)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -210,7 +209,7 @@ impl ScanIndex {
             .read_u32()
             .map_err(|e| cursor_error(e, "a format version"))?;
         if version != VERSION {
-            return Err(bad(8, "format version 3"));
+            return Err(bad(8, "format version 4"));
         }
         let key = u128::from_le_bytes(c.array().map_err(|e| cursor_error(e, "a 16-byte key"))?);
         let functions = c
@@ -376,13 +375,18 @@ fn write_model(out: &mut Vec<u8>, model: &Discovered) {
     write_uleb128(out, model.names.len() as u64);
     for name in &model.names {
         match name {
-            NameRef::Symbol { index, field } => {
-                out.push(match field {
-                    SymbolField::Name => 0,
-                    SymbolField::BoltName => 1,
-                    SymbolField::BoltFileName => 2,
-                });
+            NameRef::Symbol { index } => {
+                out.push(0);
                 write_uleb128(out, u64::from(*index));
+            }
+            NameRef::Local {
+                index,
+                number,
+                in_file,
+            } => {
+                out.push(if *in_file { 2 } else { 1 });
+                write_uleb128(out, u64::from(*index));
+                write_uleb128(out, *number);
             }
             NameRef::Text(text) => {
                 out.push(3);
@@ -440,21 +444,21 @@ fn read_model(c: &mut Cursor<'_>) -> crate::Result<Discovered> {
     let mut names = Vec::with_capacity(n);
     for _ in 0..n {
         let at = c.offset();
-        let field = match c.read_u8() {
-            Ok(0) => Some(SymbolField::Name),
-            Ok(1) => Some(SymbolField::BoltName),
-            Ok(2) => Some(SymbolField::BoltFileName),
-            Ok(3) => None,
+        let tag = match c.read_u8() {
+            Ok(tag @ 0..=3) => tag,
             _ => return Err(bad(at, "a name tag from 0 to 3")),
         };
         let at = c.offset();
         let value = uleb(c, "a symbol index or a name length")?;
-        names.push(match field {
-            Some(field) => NameRef::Symbol {
-                index: u32::try_from(value).map_err(|_| bad(at, "a symbol index below 2^32"))?,
-                field,
+        let index = || u32::try_from(value).map_err(|_| bad(at, "a symbol index below 2^32"));
+        names.push(match tag {
+            0 => NameRef::Symbol { index: index()? },
+            1 | 2 => NameRef::Local {
+                index: index()?,
+                number: uleb(c, "a local symbol's number")?,
+                in_file: tag == 2,
             },
-            None => {
+            _ => {
                 let text = usize::try_from(value)
                     .ok()
                     .and_then(|len| c.bytes(len).ok())
@@ -578,8 +582,9 @@ mod tests {
     }
 
     /// A function of a test model: address, size, maximum size, PLT, and names (symbol index,
-    /// tag: 0 to 2 a field of the symbol, 3 the text).
-    type TestFunction = (u64, u64, u64, bool, Vec<(u32, u8, String)>);
+    /// tag: 0 the stored name, 1 or 2 a local's numbered name or its alias, 3 the text; number;
+    /// text).
+    type TestFunction = (u64, u64, u64, bool, Vec<(u32, u8, u64, String)>);
 
     /// A model of `functions`, LSDAs, label entries and functions with a symbol inside, for
     /// `index` (its function count and rejected paddings).
@@ -616,22 +621,19 @@ mod tests {
                 },
                 names: names.len() as u32,
             });
-            m.names
-                .extend(names.into_iter().map(|(index, tag, text)| match tag % 4 {
-                    0 => NameRef::Symbol {
-                        index,
-                        field: SymbolField::Name,
-                    },
-                    1 => NameRef::Symbol {
-                        index,
-                        field: SymbolField::BoltName,
-                    },
-                    2 => NameRef::Symbol {
-                        index,
-                        field: SymbolField::BoltFileName,
-                    },
-                    _ => NameRef::Text(text.into()),
-                }));
+            m.names.extend(
+                names
+                    .into_iter()
+                    .map(|(index, tag, number, text)| match tag % 4 {
+                        0 => NameRef::Symbol { index },
+                        tag @ (1 | 2) => NameRef::Local {
+                            index,
+                            number,
+                            in_file: tag == 2,
+                        },
+                        _ => NameRef::Text(text.into()),
+                    }),
+            );
         }
         index.functions = m.functions.len() as u64;
         index
@@ -652,7 +654,7 @@ mod tests {
             key in any::<u128>(),
             functions in proptest::option::of(proptest::collection::vec(
                 (any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>(),
-                 proptest::collection::vec((any::<u32>(), any::<u8>(), ".{0,12}"), 0..4)),
+                 proptest::collection::vec((any::<u32>(), any::<u8>(), any::<u64>(), ".{0,12}"), 0..4)),
                 0..40,
             )),
             lsdas in proptest::collection::vec((any::<u64>(), any::<u64>()), 0..20),
@@ -676,7 +678,7 @@ mod tests {
         ) {
             let mut index =
                 with_data(refs, vec![7, 9], vec![1], vec![3, 0x40_1000], vec![0x40_1100], 5);
-            let named = |n: &str| vec![(0, 3, n.to_string()), (17, 1, String::new())];
+            let named = |n: &str| vec![(0, 3, 0, n.to_string()), (17, 1, 2, String::new()), (18, 2, 1, String::new())];
             model(
                 &mut index,
                 vec![(0x40_1000, 16, 32, false, named("f")), (0x40_1020, 0, 0, true, named("g@PLT"))],

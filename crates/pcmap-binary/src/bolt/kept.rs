@@ -4,13 +4,16 @@
 //! Discovery walks every symbol in address order, parses every FDE and reads the code after
 //! every function: on a binary of 200,000 functions that is most of a later run's time, though
 //! its result depends only on the bytes. The model is kept with its names as references to the
-//! symbols they are borrowed from (the binary's symbols are parsed in every run anyway), so
-//! rebuilding it allocates one list per table and a string only for the few names discovery
-//! makes itself.
+//! symbols they come from (the binary's symbols are parsed in every run anyway): a stored name
+//! by the symbol's index, and BOLT's numbered name of a local (`name/N`, `name/file/N`) by the
+//! index and the number. So rebuilding it needs no naming pass over every symbol
+//! ([`Binary::bolt_name`]), and allocates one list per table and a string only for the local
+//! names and the few names discovery makes itself.
 
 use std::borrow::Cow;
 
 use super::{BoltFunction, BoltFunctions, FunctionKind, Names};
+use crate::symbols::local_bolt_name;
 use crate::{Binary, Error, Result};
 
 /// A [`BoltFunctions`] model as plain data ([module](self)).
@@ -51,42 +54,52 @@ pub struct DiscoveredFunction {
 /// Where a function's name comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NameRef {
-    /// A name of symbol `index` ([`Binary::symbols`]).
+    /// The stored name of symbol `index` ([`crate::Symbol::name`]; a global's BOLT name).
     Symbol {
-        /// The symbol's index in the table.
+        /// The symbol's index in the table ([`Binary::symbols`]).
         index: u32,
-        /// Which of its names.
-        field: SymbolField,
     },
-    /// A name discovery made itself (FDE and PLT functions, the PLT header).
+    /// BOLT's name of local symbol `index` given its number: `name/number`
+    /// ([`Binary::bolt_name`]) or, `in_file`, `name/file/number` ([`Binary::bolt_file_name`]).
+    Local {
+        /// The symbol's index in the table ([`Binary::symbols`]).
+        index: u32,
+        /// The number BOLT's naming pass gave it.
+        number: u64,
+        /// The alternative name, with the file the symbol is tied to ([`crate::Symbol::file`]).
+        in_file: bool,
+    },
+    /// A name discovery made itself (FDE and PLT functions, the PLT header), and any other
+    /// BOLT name (`PG.L...`, `ANONYMOUS.i`).
     Text(Box<str>),
 }
 
-/// Which name of a symbol a function borrows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SymbolField {
-    /// [`crate::Symbol::name`], as stored.
-    Name,
-    /// [`crate::Symbol::bolt_name`].
-    BoltName,
-    /// [`crate::Symbol::bolt_file_name`].
-    BoltFileName,
-}
-
-/// The name `field` of `symbol`, if it has one.
-fn field_of<'s>(symbol: &'s crate::Symbol<'_>, field: SymbolField) -> Option<&'s str> {
-    match field {
-        SymbolField::Name => Some(symbol.name),
-        SymbolField::BoltName => symbol.bolt_name.as_deref(),
-        SymbolField::BoltFileName => symbol.bolt_file_name.as_deref(),
+/// How `name`, a name of a function at the address of symbol `index` of `binary`, is kept: as
+/// the symbol's stored name, or as the number of its BOLT name if it is a local's; or `None`.
+/// Only the text matters, as that is what the model is rebuilt to; so this needs no naming
+/// pass over the symbols either, and finds the names of a rebuilt model again.
+fn symbol_name_ref(binary: &Binary<'_>, index: u32, name: &str) -> Option<NameRef> {
+    let symbol = binary.symbols().get(index as usize)?;
+    if name == symbol.name {
+        return Some(NameRef::Symbol { index });
     }
+    if !symbol.is_local {
+        return None;
+    }
+    // `name/N` or `name/file/N`, if the name rebuilt from the number is this one.
+    let number = name.rsplit_once('/')?.1.parse().ok()?;
+    let base = binary.naming_name(symbol);
+    [(None, false), (symbol.file, true)]
+        .into_iter()
+        .find(|&(file, in_file)| {
+            (file.is_some() || !in_file) && local_bolt_name(base, file, number) == name
+        })
+        .map(|(_, in_file)| NameRef::Local {
+            index,
+            number,
+            in_file,
+        })
 }
-
-const FIELDS: [SymbolField; 3] = [
-    SymbolField::Name,
-    SymbolField::BoltName,
-    SymbolField::BoltFileName,
-];
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// This model as plain data, to rebuild it with [`Self::from_discovered`] in a later run on
@@ -99,10 +112,10 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             first_name.push(first_name.last().copied().unwrap_or(0) + f.names.len());
         }
         let mut names: Vec<Option<NameRef>> = vec![None; first_name.last().copied().unwrap_or(0)];
-        // A name borrowed from a symbol is the very string a symbol at the function's address
-        // holds (section start functions too: their section symbol lies there): it is found by
-        // where it lies and its length, one symbol at a time, with no table of all the names.
-        // Names found in no symbol are discovery's own.
+        // A name that comes from a symbol is one a symbol at the function's address has
+        // (section start functions too: their section symbol lies there): it is found one
+        // symbol at a time, with no table of all the names. Names found in no symbol are
+        // discovery's own.
         for (index, symbol) in self.binary.symbols().iter().enumerate() {
             let Ok(index) = u32::try_from(index) else {
                 break;
@@ -112,19 +125,10 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
                 if self.starts[fi] != symbol.address {
                     break;
                 }
-                let own = &self.functions[fi].names;
-                for field in FIELDS {
-                    let Some(text) = field_of(symbol, field) else {
-                        continue;
-                    };
-                    for (k, name) in own.iter().enumerate() {
-                        let slot = &mut names[first_name[fi] + k];
-                        if slot.is_none()
-                            && name.as_ptr() == text.as_ptr()
-                            && name.len() == text.len()
-                        {
-                            *slot = Some(NameRef::Symbol { index, field });
-                        }
+                for (k, name) in self.functions[fi].names.iter().enumerate() {
+                    let slot = &mut names[first_name[fi] + k];
+                    if slot.is_none() {
+                        *slot = symbol_name_ref(self.binary, index, name);
                     }
                 }
             }
@@ -192,11 +196,31 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             let own = (0..f.names)
                 .map(|_| match names.next() {
                     None => Err(bad("fewer names than the functions have")),
-                    Some(NameRef::Symbol { index, field }) => symbols
+                    Some(NameRef::Symbol { index }) => symbols
                         .get(index as usize)
-                        .and_then(|s| field_of(s, field))
-                        .map(Cow::Borrowed)
+                        .map(|s| Cow::Borrowed(s.name))
                         .ok_or_else(|| bad("a name of a symbol the binary does not have")),
+                    Some(NameRef::Local {
+                        index,
+                        number,
+                        in_file,
+                    }) => {
+                        let s = symbols
+                            .get(index as usize)
+                            .ok_or_else(|| bad("a name of a symbol the binary does not have"))?;
+                        let file = match (in_file, s.file) {
+                            (false, _) => None,
+                            (true, Some(file)) => Some(file),
+                            (true, None) => {
+                                return Err(bad("a name/file/N name of a symbol with no file"));
+                            }
+                        };
+                        Ok(Cow::Owned(local_bolt_name(
+                            binary.naming_name(s),
+                            file,
+                            number,
+                        )))
+                    }
                     Some(NameRef::Text(text)) => Ok(Cow::Owned(text.into())),
                 })
                 .collect::<Result<Names<'a>>>()?;
