@@ -190,40 +190,47 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             return Err(bad("a table out of address order"));
         }
         let symbols = binary.symbols();
+        let resolve = |name: NameRef| -> Result<Cow<'a, str>> {
+            let symbol = |index: u32| {
+                symbols
+                    .get(index as usize)
+                    .ok_or_else(|| bad("a name of a symbol the binary does not have"))
+            };
+            Ok(match name {
+                NameRef::Symbol { index } => Cow::Borrowed(symbol(index)?.name),
+                NameRef::Local {
+                    index,
+                    number,
+                    in_file,
+                } => {
+                    let s = symbol(index)?;
+                    let file = match (in_file, s.file) {
+                        (false, _) => None,
+                        (true, Some(file)) => Some(file),
+                        (true, None) => {
+                            return Err(bad("a name/file/N name of a symbol with no file"));
+                        }
+                    };
+                    Cow::Owned(local_bolt_name(binary.naming_name(s), file, number))
+                }
+                NameRef::Text(text) => Cow::Owned(text.into()),
+            })
+        };
         let mut names = names.into_iter();
+        let mut next = || {
+            names
+                .next()
+                .ok_or_else(|| bad("fewer names than the functions have"))
+                .and_then(resolve)
+        };
         let mut functions = Vec::with_capacity(kept.len());
         for f in &kept {
-            let own = (0..f.names)
-                .map(|_| match names.next() {
-                    None => Err(bad("fewer names than the functions have")),
-                    Some(NameRef::Symbol { index }) => symbols
-                        .get(index as usize)
-                        .map(|s| Cow::Borrowed(s.name))
-                        .ok_or_else(|| bad("a name of a symbol the binary does not have")),
-                    Some(NameRef::Local {
-                        index,
-                        number,
-                        in_file,
-                    }) => {
-                        let s = symbols
-                            .get(index as usize)
-                            .ok_or_else(|| bad("a name of a symbol the binary does not have"))?;
-                        let file = match (in_file, s.file) {
-                            (false, _) => None,
-                            (true, Some(file)) => Some(file),
-                            (true, None) => {
-                                return Err(bad("a name/file/N name of a symbol with no file"));
-                            }
-                        };
-                        Ok(Cow::Owned(local_bolt_name(
-                            binary.naming_name(s),
-                            file,
-                            number,
-                        )))
-                    }
-                    Some(NameRef::Text(text)) => Ok(Cow::Owned(text.into())),
-                })
-                .collect::<Result<Names<'a>>>()?;
+            // Most functions have one name: no list for it.
+            let own = match f.names {
+                0 => Names::Many(Vec::new()),
+                1 => Names::One(next()?),
+                n => Names::Many((0..n).map(|_| next()).collect::<Result<_>>()?),
+            };
             functions.push(BoltFunction {
                 names: own,
                 address: f.address,
