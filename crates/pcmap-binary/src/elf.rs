@@ -882,10 +882,16 @@ where
             .map_err(object_error("dynamic symbol table (.dynsym)", 0))?;
         from_dynsym = !symtab.is_empty();
     }
-    let (sym_strtab_offset, sym_strtab_size) = table
-        .section(symtab.string_section())
+    let strtab_section = table.section(symtab.string_section()).ok();
+    let (sym_strtab_offset, sym_strtab_size) = strtab_section
         .map(|s| (s.sh_offset(endian).into(), s.sh_size(endian).into()))
         .unwrap_or((0u64, 0u64));
+    // The string table as text when all of it is UTF-8, as in nearly every binary: a name is
+    // then a slice of it, checked once rather than once per symbol (a tenth of the parse of a
+    // large binary). Any other table, and any name not found this way, goes through `object`.
+    let strtab_text: Option<&'data str> = strtab_section
+        .and_then(|s| s.data(endian, data).ok())
+        .and_then(|bytes| std::str::from_utf8(bytes).ok());
 
     // Sized for the whole table: pages past what is written are never touched, and growing by
     // doubling would copy a large binary's list several times.
@@ -922,20 +928,25 @@ where
         let is_undefined = shndx == elf::SHN_UNDEF;
         let is_absolute = shndx == elf::SHN_ABS;
         let st_name = sym.st_name(endian);
-        let raw_name = symtab.symbol_name(endian, sym).map_err(|_| {
-            malformed(
-                format!("name of symbol {i}"),
-                sym_strtab_offset.saturating_add(u64::from(st_name)),
-                format!("string offset {st_name:#x} is outside the symbol string table ({sym_strtab_size} bytes)"),
-            )
-        })?;
-        let name = std::str::from_utf8(raw_name).map_err(|_| {
-            malformed(
-                format!("name of symbol {i}"),
-                sym_strtab_offset.saturating_add(u64::from(st_name)),
-                "not valid UTF-8",
-            )
-        })?;
+        let name = match strtab_text.and_then(|text| string_at(text, st_name)) {
+            Some(name) => name,
+            None => {
+                let raw_name = symtab.symbol_name(endian, sym).map_err(|_| {
+                    malformed(
+                        format!("name of symbol {i}"),
+                        sym_strtab_offset.saturating_add(u64::from(st_name)),
+                        format!("string offset {st_name:#x} is outside the symbol string table ({sym_strtab_size} bytes)"),
+                    )
+                })?;
+                std::str::from_utf8(raw_name).map_err(|_| {
+                    malformed(
+                        format!("name of symbol {i}"),
+                        sym_strtab_offset.saturating_add(u64::from(st_name)),
+                        "not valid UTF-8",
+                    )
+                })?
+            }
+        };
         all_symbols.push(Symbol {
             index: i,
             name,
@@ -1039,6 +1050,14 @@ where
         ),
         sections,
     })
+}
+
+/// The NUL-terminated string at `offset` of a string table read as text; `None` if the offset
+/// is past the table or inside a character, or the string has no NUL (what `object`'s reader
+/// then reports).
+fn string_at(table: &str, offset: u32) -> Option<&str> {
+    let rest = table.get(usize::try_from(offset).ok()?..)?;
+    rest.find('\0').map(|end| &rest[..end])
 }
 
 /// [`Binary::code_sections`] of `sections`.
@@ -1147,10 +1166,25 @@ fn dynamic_has_pie_flag(sections: &[Section<'_>], is_64: bool, endian: Endiannes
 
 #[cfg(test)]
 mod tests {
-    use super::CodeRanges;
+    use super::{CodeRanges, string_at};
     use proptest::prelude::*;
 
     proptest! {
+        /// A name read from the table as text is what reading its bytes up to the NUL and
+        /// checking them gives, at any offset (inside characters and past the end too).
+        #[test]
+        fn string_at_reads_like_the_bytes(
+            table in "(\\PC|\0){0,40}",
+            offset in 0u32..100,
+        ) {
+            let bytes = table.as_bytes();
+            let by_bytes = bytes.get(offset as usize..).and_then(|rest| {
+                let end = rest.iter().position(|&b| b == 0)?;
+                std::str::from_utf8(&rest[..end]).ok()
+            });
+            prop_assert_eq!(string_at(&table, offset), by_bytes);
+        }
+
         /// The search finds what a walk in file order finds: the first range containing the
         /// address, whether the ranges overlap or not.
         #[test]

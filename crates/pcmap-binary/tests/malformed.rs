@@ -76,6 +76,81 @@ fn bad_section_name_offset() {
     );
 }
 
+/// Where `.symtab` and `.strtab` lie in the file, and the stored name of each symbol by index.
+fn symbol_tables(b: &[u8]) -> (usize, usize, usize, Vec<String>) {
+    let bin = Binary::parse(b).unwrap();
+    let symtab = bin.section_by_name(".symtab").unwrap();
+    let strtab = bin.section_by_name(".strtab").unwrap();
+    let names = bin.symbols().iter().map(|s| s.name.to_string()).collect();
+    (
+        symtab.offset as usize,
+        strtab.offset as usize,
+        strtab.size as usize,
+        names,
+    )
+}
+
+/// `st_name` of ELF64 symbol `index` (the first word of its 24-byte entry).
+fn st_name(b: &[u8], symtab: usize, index: usize) -> u32 {
+    let at = symtab + 24 * index;
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn set_st_name(b: &mut [u8], symtab: usize, index: usize, value: u32) {
+    let at = symtab + 24 * index;
+    b[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+#[test]
+fn symbol_names_outside_the_string_table_or_not_utf8() {
+    let clean = prog_bytes();
+    let (symtab, strtab, strtab_size, names) = symbol_tables(&clean);
+    let main = names.iter().position(|n| n == "main").unwrap();
+    let main_name = strtab + st_name(&clean, symtab, main) as usize;
+
+    // A name past the end of the table.
+    let mut b = clean.clone();
+    set_st_name(&mut b, symtab, main, strtab_size as u32 + 5);
+    let err = Binary::parse(&b).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("name of symbol {main}"))
+            && err.contains("outside the symbol string table")
+            && err.contains(&format!("{:#x}", strtab + strtab_size + 5)),
+        "{err}"
+    );
+
+    // A name that is not UTF-8 (so the table is not either).
+    let mut b = clean.clone();
+    b[main_name + 1] = 0xff;
+    let err = Binary::parse(&b).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("name of symbol {main}")) && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+
+    // A table that is UTF-8 throughout, with a name starting inside a character: `main`
+    // becomes `mén`, and another symbol's name starts at the second byte of the `é`.
+    let accented = || {
+        let mut b = clean.clone();
+        b[main_name + 1..main_name + 3].copy_from_slice("é".as_bytes());
+        b
+    };
+    let mut b = accented();
+    let other = (1..names.len())
+        .find(|&i| i != main && !names[i].is_empty())
+        .unwrap();
+    set_st_name(&mut b, symtab, other, st_name(&clean, symtab, main) + 2);
+    let err = Binary::parse(&b).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("name of symbol {other}")) && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+    // The same table with the names left whole reads every name.
+    let b = accented();
+    let bin = Binary::parse(&b).unwrap();
+    assert_eq!(bin.symbols()[main].name, "mén");
+}
+
 #[test]
 fn section_contents_past_end_of_file() {
     let mut b = prog_bytes();
