@@ -229,7 +229,13 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
             let own = match f.names {
                 0 => Names::Many(Vec::new()),
                 1 => Names::One(next()?),
-                n => Names::Many((0..n).map(|_| next()).collect::<Result<_>>()?),
+                n => {
+                    let mut all = Vec::with_capacity(n as usize);
+                    for _ in 0..n {
+                        all.push(next()?);
+                    }
+                    Names::Many(all)
+                }
             };
             functions.push(BoltFunction {
                 names: own,
