@@ -26,7 +26,7 @@ pub enum SymbolKind {
 }
 
 /// One entry of the symbol table the binary's functions come from (`.symtab`, or `.dynsym` in a
-/// stripped file), with the names BOLT gives it.
+/// stripped file). The names BOLT gives it: [`crate::Binary::bolt_name`].
 #[derive(Debug, Clone)]
 pub struct Symbol<'data> {
     /// Index in its symbol table (equal to the position in [`crate::Binary::symbols`]).
@@ -52,8 +52,8 @@ pub struct Symbol<'data> {
     pub file: Option<&'data str>,
 }
 
-// The names BOLT gives a symbol are not here but in [`crate::Binary::bolt_name`]: they take a
-// pass over the whole table, which a run that keeps BOLT's model between runs never needs.
+// The names BOLT gives a symbol are not here: they take a pass over the whole table, which a
+// run that keeps BOLT's model between runs never needs.
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<Symbol<'_>>() == 80);
 
