@@ -20,18 +20,25 @@ use std::io;
 /// is accepted when its payload is zero).
 #[inline]
 pub fn read_uleb128(data: &[u8], pos: &mut usize) -> Result<u64, ErrorKind> {
-    // One and two bytes inline (values below 2^14: most counts, sizes and address deltas);
-    // neither can overflow.
+    // One to three bytes inline (values below 2^21: most counts, sizes, address deltas and
+    // symbol indices); none can overflow.
     if let Some(&first) = data.get(*pos) {
         if first < 0x80 {
             *pos += 1;
             return Ok(u64::from(first));
         }
-        if let Some(&second) = data.get(*pos + 1)
-            && second < 0x80
-        {
-            *pos += 2;
-            return Ok(u64::from(first & 0x7f) | u64::from(second) << 7);
+        if let Some(&second) = data.get(*pos + 1) {
+            let low = u64::from(first & 0x7f);
+            if second < 0x80 {
+                *pos += 2;
+                return Ok(low | u64::from(second) << 7);
+            }
+            if let Some(&third) = data.get(*pos + 2)
+                && third < 0x80
+            {
+                *pos += 3;
+                return Ok(low | u64::from(second & 0x7f) << 7 | u64::from(third) << 14);
+            }
         }
     }
     read_uleb128_slow(data, pos)
@@ -281,7 +288,7 @@ mod tests {
             prop_assert_eq!(pos, v.len());
         }
 
-        /// The inline one- and two-byte paths answer as the general loop does, padded forms
+        /// The inline one- to three-byte paths answer as the general loop does, padded forms
         /// (`0x85 0x00`) and truncated ones included, from any position.
         #[test]
         fn uleb_fast_paths_agree_with_the_loop(
