@@ -368,6 +368,7 @@ impl<'data> Binary<'data> {
                 .iter()
                 .filter_map(|extra| {
                     let s = self.symbols.get(extra.symbol_index)?;
+                    let named = names.get(extra.symbol_index);
                     Some(FunctionSymbol {
                         symbol_index: extra.symbol_index,
                         name: s.name,
@@ -380,13 +381,10 @@ impl<'data> Binary<'data> {
                         file: extra.file,
                         // A function symbol BOLT does not name (address 0, non-alloc section)
                         // keeps its stored name.
-                        bolt_name: names
-                            .get(extra.symbol_index)
+                        bolt_name: named
                             .and_then(|n| n.name.clone())
                             .unwrap_or(Cow::Borrowed(s.name)),
-                        bolt_file_name: names
-                            .get(extra.symbol_index)
-                            .and_then(|n| n.file_name.clone()),
+                        bolt_file_name: named.and_then(|n| n.file_name.clone()),
                     })
                 })
                 .collect();
@@ -435,11 +433,10 @@ impl<'data> Binary<'data> {
             let mut table = ParsedSymbols {
                 symbols: &self.symbols,
                 sections: &self.sections,
-                names: Vec::new(),
+                names: std::iter::repeat_with(Default::default)
+                    .take(self.symbols.len())
+                    .collect(),
             };
-            table
-                .names
-                .resize_with(self.symbols.len(), Default::default);
             bolt_names(&mut table);
             table.names
         })
@@ -710,20 +707,13 @@ where
     for (index, sh) in table.enumerate() {
         let index = index.0;
         let sh_name = sh.sh_name(endian);
-        let name_bytes = table.section_name(endian, sh).map_err(|_| {
-            malformed(
-                format!("name of section {index}"),
-                strtab_offset.saturating_add(u64::from(sh_name)),
-                format!("string offset {sh_name:#x} is outside the section name table (.shstrtab, {strtab_size} bytes)"),
-            )
-        })?;
-        let name = std::str::from_utf8(name_bytes).map_err(|_| {
-            malformed(
-                format!("name of section {index}"),
-                strtab_offset.saturating_add(u64::from(sh_name)),
-                "not valid UTF-8",
-            )
-        })?;
+        let name = table_string(
+            table.section_name(endian, sh),
+            || format!("name of section {index}"),
+            strtab_offset,
+            sh_name,
+            || format!("the section name table (.shstrtab, {strtab_size} bytes)"),
+        )?;
         let sh_type = sh.sh_type(endian).0;
         let flags = sh.sh_flags(endian).0;
         let offset: u64 = sh.sh_offset(endian).into();
@@ -930,22 +920,13 @@ where
         let st_name = sym.st_name(endian);
         let name = match strtab_text.and_then(|text| string_at(text, st_name)) {
             Some(name) => name,
-            None => {
-                let raw_name = symtab.symbol_name(endian, sym).map_err(|_| {
-                    malformed(
-                        format!("name of symbol {i}"),
-                        sym_strtab_offset.saturating_add(u64::from(st_name)),
-                        format!("string offset {st_name:#x} is outside the symbol string table ({sym_strtab_size} bytes)"),
-                    )
-                })?;
-                std::str::from_utf8(raw_name).map_err(|_| {
-                    malformed(
-                        format!("name of symbol {i}"),
-                        sym_strtab_offset.saturating_add(u64::from(st_name)),
-                        "not valid UTF-8",
-                    )
-                })?
-            }
+            None => table_string(
+                symtab.symbol_name(endian, sym),
+                || format!("name of symbol {i}"),
+                sym_strtab_offset,
+                st_name,
+                || format!("the symbol string table ({sym_strtab_size} bytes)"),
+            )?,
         };
         all_symbols.push(Symbol {
             index: i,
@@ -1050,6 +1031,28 @@ where
         ),
         sections,
     })
+}
+
+/// A name `object` read from a string table at file offset `table_offset` (its bytes, or why
+/// not), as text. Errors name `structure` and the name's offset; `table` says which table it
+/// is outside of. Both are made only on failure: this runs once per section and, when the
+/// symbol string table is not text throughout ([`string_at`]), once per symbol.
+fn table_string(
+    bytes: object::read::Result<&[u8]>,
+    structure: impl Fn() -> String,
+    table_offset: u64,
+    offset: u32,
+    table: impl FnOnce() -> String,
+) -> Result<&str> {
+    let at = table_offset.saturating_add(u64::from(offset));
+    let bytes = bytes.map_err(|_| {
+        malformed(
+            structure(),
+            at,
+            format!("string offset {offset:#x} is outside {}", table()),
+        )
+    })?;
+    std::str::from_utf8(bytes).map_err(|_| malformed(structure(), at, "not valid UTF-8"))
 }
 
 /// The NUL-terminated string at `offset` of a string table read as text; `None` if the offset

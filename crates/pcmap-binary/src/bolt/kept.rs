@@ -89,16 +89,16 @@ fn symbol_name_ref(binary: &Binary<'_>, index: u32, name: &str) -> Option<NameRe
     // `name/N` or `name/file/N`, if the name rebuilt from the number is this one.
     let number = name.rsplit_once('/')?.1.parse().ok()?;
     let base = binary.naming_name(symbol);
-    [(None, false), (symbol.file, true)]
-        .into_iter()
-        .find(|&(file, in_file)| {
-            (file.is_some() || !in_file) && local_bolt_name(base, file, number) == name
-        })
-        .map(|(_, in_file)| NameRef::Local {
-            index,
-            number,
-            in_file,
-        })
+    let local = |in_file| NameRef::Local {
+        index,
+        number,
+        in_file,
+    };
+    if local_bolt_name(base, None, number) == name {
+        return Some(local(false));
+    }
+    let file = symbol.file?;
+    (local_bolt_name(base, Some(file), number) == name).then(|| local(true))
 }
 
 impl<'a, 'data> BoltFunctions<'a, 'data> {
