@@ -10,6 +10,41 @@ use super::{
     Profile, PseudoProbeDesc,
 };
 
+/// `prefix` (indentation, a sequence's `- `), then `key:` and YAMLIO's padding (the value
+/// starts 17 columns after the key, or one space after a longer key), as one piece made at
+/// compile time: keys are most of a profile's writes, and one write of a piece whose length is
+/// known is a few stores.
+macro_rules! key {
+    ($prefix:expr, $key:expr) => {{
+        const PIECE: [u8; key_len($prefix, $key)] = key_piece($prefix, $key);
+        &PIECE
+    }};
+}
+
+/// The length of [`key!`]'s piece.
+const fn key_len(prefix: &str, key: &str) -> usize {
+    let pad = if key.len() < 16 { 16 - key.len() } else { 1 };
+    prefix.len() + key.len() + 1 + pad
+}
+
+/// [`key!`]'s piece (`N` is [`key_len`]).
+const fn key_piece<const N: usize>(prefix: &str, key: &str) -> [u8; N] {
+    let mut out = [b' '; N];
+    let (prefix, key) = (prefix.as_bytes(), key.as_bytes());
+    let mut i = 0;
+    while i < prefix.len() {
+        out[i] = prefix[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < key.len() {
+        out[i + j] = key[j];
+        j += 1;
+    }
+    out[i + j] = b':';
+    out
+}
+
 /// Buffered output helpers with YAMLIO's conventions.
 struct Out<'w, W: Write + ?Sized> {
     w: &'w mut W,
@@ -24,14 +59,19 @@ impl<'w, W: Write + ?Sized> Out<'w, W> {
         Out { w, col: 0, wrap }
     }
 
+    /// Write `s`, which holds a newline only as its last byte, if at all: every newline the
+    /// writer makes ends a piece (a string with one is double-quoted, the newline escaped). So
+    /// the column needs no search of the piece, which runs dozens of times for every block.
     fn raw(&mut self, s: &[u8]) -> io::Result<()> {
-        // The column only matters for wrapping.
-        if self.wrap != 0 {
-            match memchr::memrchr(b'\n', s) {
-                Some(i) => self.col = s.len() - i - 1,
-                None => self.col += s.len(),
-            }
-        }
+        debug_assert!(
+            !s.split_last()
+                .is_some_and(|(_, head)| head.contains(&b'\n'))
+        );
+        self.col = if s.last() == Some(&b'\n') {
+            0
+        } else {
+            self.col + s.len()
+        };
         self.w.write_all(s)
     }
 
@@ -67,20 +107,6 @@ impl<'w, W: Write + ?Sized> Out<'w, W> {
         let start = self.col;
         self.raw(b"{ ")?;
         Ok(start)
-    }
-
-    /// `key:` followed by YAMLIO's padding (values start in column 17 relative to the key).
-    fn key(&mut self, indent: usize, key: &str) -> io::Result<()> {
-        const SPACES: &[u8; 24] = b"                        ";
-        self.raw(&SPACES[..indent])?;
-        self.key_here(key)
-    }
-
-    fn key_here(&mut self, key: &str) -> io::Result<()> {
-        self.raw(key.as_bytes())?;
-        self.raw(b":")?;
-        let pad = if key.len() < 16 { 16 - key.len() } else { 1 };
-        self.raw(&b"                "[..pad])
     }
 
     fn dec(&mut self, v: u64) -> io::Result<()> {
@@ -128,15 +154,14 @@ impl<'w, W: Write + ?Sized> Out<'w, W> {
         }
     }
 
-    /// `, key: ` inside the flow mapping that started at `start`.
-    fn flow_field(&mut self, first: &mut bool, start: usize, key: &str) -> io::Result<()> {
+    /// `, key: ` inside the flow mapping that started at `start`; `key` is given with its `: `.
+    fn flow_field(&mut self, first: &mut bool, start: usize, key: &[u8]) -> io::Result<()> {
         if !*first {
             self.raw(b", ")?;
         }
         *first = false;
         self.wrap_check(start)?;
-        self.raw(key.as_bytes())?;
-        self.raw(b": ")
+        self.raw(key)
     }
 
     fn flow_seq_dec<I: IntoIterator<Item = u64>>(&mut self, it: I) -> io::Result<()> {
@@ -283,17 +308,18 @@ fn escape_double(s: &str) -> String {
 /// Write the `---` line and the `header` mapping.
 pub fn write_header<W: Write + ?Sized>(w: &mut W, h: &Header) -> io::Result<()> {
     let mut o = Out::new(w, 0);
-    o.raw(b"---\nheader:\n")?;
-    o.key(2, "profile-version")?;
+    o.raw(b"---\n")?;
+    o.raw(b"header:\n")?;
+    o.raw(key!("  ", "profile-version"))?;
     o.dec(h.version.into())?;
     o.raw(b"\n")?;
-    o.key(2, "binary-name")?;
+    o.raw(key!("  ", "binary-name"))?;
     o.string(&h.binary_name)?;
     o.raw(b"\n")?;
-    o.key(2, "binary-build-id")?;
+    o.raw(key!("  ", "binary-build-id"))?;
     o.string(&h.build_id)?;
     o.raw(b"\n")?;
-    o.key(2, "profile-flags")?;
+    o.raw(key!("  ", "profile-flags"))?;
     o.raw(b"[ ")?;
     let mut first = true;
     for (bit, name) in [
@@ -310,16 +336,16 @@ pub fn write_header<W: Write + ?Sized>(w: &mut W, h: &Header) -> io::Result<()> 
         }
     }
     o.raw(b" ]\n")?;
-    o.key(2, "profile-origin")?;
+    o.raw(key!("  ", "profile-origin"))?;
     o.string(&h.origin)?;
     o.raw(b"\n")?;
-    o.key(2, "profile-events")?;
+    o.raw(key!("  ", "profile-events"))?;
     o.string(&h.events)?;
     o.raw(b"\n")?;
-    o.key(2, "dfs-order")?;
+    o.raw(key!("  ", "dfs-order"))?;
     o.raw(if h.dfs_order { b"true\n" } else { b"false\n" })?;
     if h.hash_func != HashFunction::StdHash {
-        o.key(2, "hash-func")?;
+        o.raw(key!("  ", "hash-func"))?;
         o.raw(b"xxh3\n")?;
     }
     Ok(())
@@ -336,59 +362,58 @@ pub fn write_block<W: Write + ?Sized>(
 }
 
 fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io::Result<()> {
-    o.raw(b"      - ")?;
-    o.key_here("bid")?;
+    o.raw(key!("      - ", "bid"))?;
     o.dec(b.index.into())?;
     o.raw(b"\n")?;
-    o.key(8, "insns")?;
+    o.raw(key!("        ", "insns"))?;
     o.dec(b.num_instructions.into())?;
     o.raw(b"\n")?;
     if b.hash != 0 {
-        o.key(8, "hash")?;
+        o.raw(key!("        ", "hash"))?;
         o.hex(b.hash)?;
         o.raw(b"\n")?;
     }
     if b.exec_count != 0 {
-        o.key(8, "exec")?;
+        o.raw(key!("        ", "exec"))?;
         o.dec(b.exec_count)?;
         o.raw(b"\n")?;
     }
     if b.event_count != 0 {
-        o.key(8, "events")?;
+        o.raw(key!("        ", "events"))?;
         o.dec(b.event_count)?;
         o.raw(b"\n")?;
     }
     if !b.calls.is_empty() {
-        o.key(8, "calls")?;
+        o.raw(key!("        ", "calls"))?;
         let seq = o.seq_begin()?;
         for (i, c) in b.calls.iter().enumerate() {
             o.seq_elem(i, seq)?;
             let map = o.map_begin()?;
             let mut first = true;
-            o.flow_field(&mut first, map, "off")?;
+            o.flow_field(&mut first, map, b"off: ")?;
             o.hex(c.offset.into())?;
-            o.flow_field(&mut first, map, "fid")?;
+            o.flow_field(&mut first, map, b"fid: ")?;
             o.dec(c.dest_id.into())?;
             if c.entry_discriminator != 0 {
-                o.flow_field(&mut first, map, "disc")?;
+                o.flow_field(&mut first, map, b"disc: ")?;
                 o.dec(c.entry_discriminator.into())?;
             }
-            o.flow_field(&mut first, map, "cnt")?;
+            o.flow_field(&mut first, map, b"cnt: ")?;
             o.dec(c.count)?;
             if c.mispreds != 0 {
-                o.flow_field(&mut first, map, "mis")?;
+                o.flow_field(&mut first, map, b"mis: ")?;
                 o.dec(c.mispreds)?;
             }
             if c.probe != 0 {
-                o.flow_field(&mut first, map, "pp")?;
+                o.flow_field(&mut first, map, b"pp: ")?;
                 o.dec(c.probe.into())?;
             }
             if c.inline_tree_node != 0 {
-                o.flow_field(&mut first, map, "ppn")?;
+                o.flow_field(&mut first, map, b"ppn: ")?;
                 o.dec(c.inline_tree_node.into())?;
             }
             if c.indirect {
-                o.flow_field(&mut first, map, "ind")?;
+                o.flow_field(&mut first, map, b"ind: ")?;
                 o.raw(b"true")?;
             }
             o.raw(b" }")?;
@@ -396,18 +421,18 @@ fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io
         o.raw(b" ]\n")?;
     }
     if !b.successors.is_empty() {
-        o.key(8, "succ")?;
+        o.raw(key!("        ", "succ"))?;
         let seq = o.seq_begin()?;
         for (i, s) in b.successors.iter().enumerate() {
             o.seq_elem(i, seq)?;
             let map = o.map_begin()?;
             let mut first = true;
-            o.flow_field(&mut first, map, "bid")?;
+            o.flow_field(&mut first, map, b"bid: ")?;
             o.dec(s.index.into())?;
-            o.flow_field(&mut first, map, "cnt")?;
+            o.flow_field(&mut first, map, b"cnt: ")?;
             o.dec(s.count)?;
             if s.mispreds != 0 {
-                o.flow_field(&mut first, map, "mis")?;
+                o.flow_field(&mut first, map, b"mis: ")?;
                 o.dec(s.mispreds)?;
             }
             o.raw(b" }")?;
@@ -415,18 +440,18 @@ fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io
         o.raw(b" ]\n")?;
     }
     if !b.pseudo_probes.is_empty() {
-        o.key(8, "probes")?;
+        o.raw(key!("        ", "probes"))?;
         let seq = o.seq_begin()?;
         for (i, p) in b.pseudo_probes.iter().enumerate() {
             o.seq_elem(i, seq)?;
             let map = o.map_begin()?;
             let mut first = true;
             if p.block_probes != [1] {
-                o.flow_field(&mut first, map, "blk")?;
+                o.flow_field(&mut first, map, b"blk: ")?;
                 o.flow_seq_dec(p.block_probes.iter().copied())?;
             }
             if p.inline_tree_nodes != [0] {
-                o.flow_field(&mut first, map, "ids")?;
+                o.flow_field(&mut first, map, b"ids: ")?;
                 o.flow_seq_dec(p.inline_tree_nodes.iter().map(|&v| u64::from(v)))?;
             }
             o.raw(b" }")?;
@@ -434,7 +459,7 @@ fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io
         o.raw(b" ]\n")?;
     }
     if !b.pseudo_probes_str.is_empty() {
-        o.key(8, "probe")?;
+        o.raw(key!("        ", "probe"))?;
         o.string(b.pseudo_probes_str)?;
         o.raw(b"\n")?;
     }
@@ -458,22 +483,22 @@ pub fn write_function_with<W: Write + ?Sized>(
         write_block_to(&mut o, &b.view())?;
     }
     if !f.inline_tree.is_empty() {
-        o.key(4, "inline_tree")?;
+        o.raw(key!("    ", "inline_tree"))?;
         let seq = o.seq_begin()?;
         for (i, n) in f.inline_tree.iter().enumerate() {
             o.seq_elem(i, seq)?;
             let map = o.map_begin()?;
             let mut first = true;
             if n.guid_index != u32::MAX {
-                o.flow_field(&mut first, map, "g")?;
+                o.flow_field(&mut first, map, b"g: ")?;
                 o.dec(n.guid_index.into())?;
             }
             if n.parent_index_delta != 0 {
-                o.flow_field(&mut first, map, "p")?;
+                o.flow_field(&mut first, map, b"p: ")?;
                 o.dec(n.parent_index_delta.into())?;
             }
             if n.call_site_probe != 0 {
-                o.flow_field(&mut first, map, "cs")?;
+                o.flow_field(&mut first, map, b"cs: ")?;
                 o.dec(n.call_site_probe.into())?;
             }
             o.raw(b" }")?;
@@ -481,7 +506,7 @@ pub fn write_function_with<W: Write + ?Sized>(
         o.raw(b" ]\n")?;
     }
     if !f.inline_tree_str.is_empty() {
-        o.key(4, "ppit")?;
+        o.raw(key!("    ", "ppit"))?;
         o.string(&f.inline_tree_str)?;
         o.raw(b"\n")?;
     }
@@ -503,25 +528,24 @@ fn head_to<W: Write + ?Sized>(
     f: &FunctionHead<'_>,
     has_blocks: bool,
 ) -> io::Result<()> {
-    o.raw(b"  - ")?;
-    o.key_here("name")?;
+    o.raw(key!("  - ", "name"))?;
     o.string(f.name)?;
     o.raw(b"\n")?;
-    o.key(4, "fid")?;
+    o.raw(key!("    ", "fid"))?;
     o.dec(f.id.into())?;
     o.raw(b"\n")?;
-    o.key(4, "hash")?;
+    o.raw(key!("    ", "hash"))?;
     o.hex(f.hash)?;
     o.raw(b"\n")?;
-    o.key(4, "exec")?;
+    o.raw(key!("    ", "exec"))?;
     o.dec(f.exec_count)?;
     o.raw(b"\n")?;
     if f.extern_entry_count != 0 {
-        o.key(4, "extern")?;
+        o.raw(key!("    ", "extern"))?;
         o.dec(f.extern_entry_count)?;
         o.raw(b"\n")?;
     }
-    o.key(4, "nblocks")?;
+    o.raw(key!("    ", "nblocks"))?;
     o.dec(f.num_basic_blocks.into())?;
     o.raw(b"\n")?;
     if has_blocks {
@@ -596,17 +620,17 @@ pub fn write_document<W: Write + ?Sized>(
     if !d.is_empty() {
         let mut o = Out::new(w, wrap);
         o.raw(b"pseudo_probe_desc:\n")?;
-        o.key(2, "gs")?;
+        o.raw(key!("  ", "gs"))?;
         let seq = o.seq_begin()?;
         for (i, g) in d.guids.iter().enumerate() {
             o.seq_elem(i, seq)?;
             o.hex(*g)?;
         }
         o.raw(b" ]\n")?;
-        o.key(2, "gh")?;
+        o.raw(key!("  ", "gh"))?;
         o.flow_seq_dec(d.guid_hash_index.iter().map(|&v| u64::from(v)))?;
         o.raw(b"\n")?;
-        o.key(2, "hs")?;
+        o.raw(key!("  ", "hs"))?;
         let seq = o.seq_begin()?;
         for (i, h) in d.hashes.iter().enumerate() {
             o.seq_elem(i, seq)?;
