@@ -465,8 +465,10 @@ fn lookup_parts(code: u16, form: u8) -> Option<(&'static Entry, (u8, u8), u32)> 
         (Some(&lo), Some(&hi)) => (usize::from(lo), usize::from(hi)),
         _ => return None,
     };
-    let i = lo + INSNS[lo..hi].iter().position(|e| e.1 == form)?;
-    Some((&INSNS[i], index.parts[i], index.first_mnemonic[i]))
+    // The forms alone, not the 56-byte entries: the scan stays in one cache line.
+    let i = lo + index.forms[lo..hi].iter().position(|&f| f == form)?;
+    let (parts, first_mnemonic) = index.meta[i];
+    Some((&INSNS[i], parts, first_mnemonic))
 }
 
 /// Lookup tables over `INSNS`, made once.
@@ -474,13 +476,13 @@ struct TableIndex {
     /// Where each code's entries start in `INSNS` (sorted by code, then form): a code has one
     /// to a few forms, so a lookup scans a few entries instead of searching 1,700.
     first: Vec<u16>,
-    /// The parts of each entry's names and mnemonics.
-    parts: Vec<(u8, u8)>,
+    /// Each entry's form (as in `INSNS`), what a lookup scans.
+    forms: Vec<u8>,
+    /// The parts of each entry's names and mnemonics, and the rank of its first mnemonic.
+    meta: Vec<((u8, u8), u32)>,
     /// Every mnemonic (each part of the entries' mnemonics, `JMP`, `jmpl*`), sorted and
     /// unique: a block's mnemonics are sorted as their ranks here (numbers, not strings).
     mnemonics: Vec<&'static str>,
-    /// The rank of each entry's first mnemonic.
-    first_mnemonic: Vec<u32>,
     /// The ranks of `JMP` and `jmpl*`.
     jmp: u32,
     jmpl: u32,
@@ -499,18 +501,21 @@ fn table_index() -> &'static TableIndex {
         mnemonics.sort_unstable();
         mnemonics.dedup();
         let rank = |m: &str| mnemonics.binary_search(&m).map_or(u32::MAX, |r| r as u32);
-        let first_mnemonic = INSNS
+        let meta = INSNS
             .iter()
-            .map(|e| rank(e.3.split(' ').next().unwrap_or("")))
+            .map(|e| {
+                let first_mnemonic = rank(e.3.split(' ').next().unwrap_or(""));
+                ((parts(e.2), parts(e.3)), first_mnemonic)
+            })
             .collect();
         let (jmp, jmpl) = (rank("JMP"), rank("jmpl*"));
         TableIndex {
             first: (0..=max + 1)
                 .map(|c| INSNS.partition_point(|e| usize::from(e.0) < c) as u16)
                 .collect(),
-            parts: INSNS.iter().map(|e| (parts(e.2), parts(e.3))).collect(),
+            forms: INSNS.iter().map(|e| e.1).collect(),
+            meta,
             mnemonics,
-            first_mnemonic,
             jmp,
             jmpl,
         }
