@@ -401,7 +401,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
 
     /// Whether BOLT ignores the function starting at `address` for its padding
     /// (`adjustCodePadding`): in relocation mode, bytes between its end and the next function
-    /// that are not padding (see [`set_max_sizes`]) make it non-simple, its maximum size kept;
+    /// that are not padding (see `set_max_sizes`) make it non-simple, its maximum size kept;
     /// BOLT prints "has invalid padding. Ignoring the function". (Without relocations its
     /// maximum size is cut to its size instead.)
     pub fn has_invalid_padding(&self, address: u64) -> bool {
@@ -563,7 +563,7 @@ impl<'a, 'data> BoltFunctions<'a, 'data> {
     /// The secondary entry points (sorted offsets of each function, [`EntryPoints::of`] its
     /// index in [`Self::functions`]): those BOLT's `processInterproceduralReferences` makes of
     /// `references` (addresses referenced from outside the function they land in), and the
-    /// symbols inside functions its `adjustFunctionBoundaries` adds ([`label_entry_points`]);
+    /// symbols inside functions its `adjustFunctionBoundaries` adds (`label_entry_points`);
     /// each an address inside a regular function, past its start and within its size.
     pub fn entry_points(&self, references: impl IntoIterator<Item = u64>) -> EntryPoints {
         let mut entries: Vec<(usize, u64)> = references

@@ -11,7 +11,7 @@
 //! Exceptions (BOLT's `parseLSDA`, then `recomputeLandingPads`): every landing pad of the
 //! call-site table that is an instruction of the function starts a block; every call (or
 //! unconditional tail call) in a call-site range with such a landing pad is an invoke, and its
-//! block lists the landing pad's block among its [`Block::landing_pads`] (the throw edges; they
+//! block lists the landing pad's block among its `landing_pads` (the throw edges; they
 //! are not successors). A block some invoke throws to is a landing pad
 //! ([`Block::is_landing_pad`]). A landing pad outside the function (in another fragment, as
 //! with `-split-eh`) makes BOLT skip the function: no CFG; so does an LSDA that cannot be read.

@@ -25,7 +25,7 @@
 //!
 //! C++ exceptions: landing pads from each function's LSDA (`pcmap_binary::bolt::BoltFunctions::lsda`)
 //! start blocks, invokes list their landing pads (throw edges), and the call-continuation rule
-//! skips landing pads, as in BOLT 22 ([`cfg`]).
+//! skips landing pads, as in BOLT 22 ([`cfg`](mod@cfg)).
 
 pub mod aggregate;
 pub mod bat_origin;

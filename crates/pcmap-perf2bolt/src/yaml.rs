@@ -141,7 +141,7 @@ impl<'p> Index<'p> {
 /// Options of the YAML writer beyond the profile itself.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct YamlOptions {
-    /// perf2bolt's `--profile-use-dfs`: blocks in BOLT's depth-first order ([`Cfg::dfs_order`]),
+    /// perf2bolt's `--profile-use-dfs`: blocks in BOLT's depth-first order ([`crate::cfg::Cfg::dfs_order`]),
     /// numbered in that order (unreachable blocks left out), the function hash over that order,
     /// and `dfs-order: true` in the header. Outside BAT mode only.
     pub dfs_order: bool,
@@ -176,7 +176,7 @@ fn header(
 /// For a BOLT-optimized binary (BAT mode), as perf2bolt's `writeBATYAML`: first the profiled
 /// functions BOLT did not rewrite (no BAT entry), converted from their CFG, in address order;
 /// then the BAT functions in name order, whose hashes, block count and blocks come from the BAT
-/// table (see [`bat_function`]). [`write_branch_profile`] writes the same document without
+/// table (see `bat_function`). [`write_branch_profile`] writes the same document without
 /// building it.
 pub fn branch_profile(
     agg: &Aggregator<'_, '_>,

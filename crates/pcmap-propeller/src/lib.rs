@@ -3,7 +3,7 @@
 //!
 //! The pipeline:
 //! 1. [`builder`] turns `SHT_LLVM_BB_ADDR_MAP` blocks plus taken-branch and fall-through records
-//!    into per-function CFGs with block and edge counts and a call graph ([`cfg`]).
+//!    into per-function CFGs with block and edge counts and a call graph ([`cfg`](mod@cfg)).
 //! 2. [`layout`] splits every hot function into hot blocks and a cold part and orders the hot
 //!    blocks for the ext-TSP objective ([`ext_tsp`]).
 //! 3. [`function_order`] orders the hot functions with call-chain clustering; with
@@ -12,7 +12,7 @@
 //!    several clusters (`name.__part.N`); it also scores whole-program layouts (ext-TSP score,
 //!    estimated taken branches).
 //! 4. [`cc_profile`] writes the `-fbasic-block-sections=list=` profile (version 1) and
-//!    [`ld_profile`] the `--symbol-ordering-file` list. [`generate`] ties 2–4 together.
+//!    [`ld_profile`] the `--symbol-ordering-file` list. [`generate()`] ties 2–4 together.
 //!
 //! [`input`] reads the map of an ELF file and pre-aggregated profiles into the builder.
 #![deny(missing_docs)]

@@ -3,7 +3,7 @@
 //! browser check can see them), no external resource of any kind.
 //!
 //! More sections can be added by the caller: [`Section`] is a title and an SVG image (for
-//! instance a heat map) rendered after the built-in sections by [`write`].
+//! instance a heat map) rendered after the built-in sections by [`write()`].
 
 use std::fmt::Write as _;
 use std::io::{self, Write};

@@ -138,7 +138,7 @@ pub fn run_ok(cmd: &mut Command) -> String {
 /// (`clang`, `clang++` or `gcc`) and `flags`, caching the output as `target/pcmap-fixtures/<name>-<hash>`.
 ///
 /// The cache key covers the source bytes, the flags and the compiler, so editing a fixture rebuilds it.
-/// Built once ([`derive`]), so concurrent tests asking for the same fixture are safe.
+/// Built once ([`derive()`]), so concurrent tests asking for the same fixture are safe.
 pub fn build_with(compiler: &str, name: &str, sources: &[&str], flags: &[&str]) -> PathBuf {
     let cc = tool(compiler);
     let src_dir = fixtures_dir().join("src");

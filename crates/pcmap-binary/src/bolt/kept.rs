@@ -16,7 +16,7 @@ use super::{BoltFunction, BoltFunctions, FunctionKind, Names};
 use crate::symbols::local_bolt_name;
 use crate::{Binary, Error, Result};
 
-/// A [`BoltFunctions`] model as plain data ([module](self)).
+/// A [`BoltFunctions`] model as plain data (this module).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovered {
     /// The functions, sorted by address.

@@ -5,7 +5,7 @@
 //!    units per thread and records predecessor/successor states; the groups are then merged in
 //!    order (states are associative) and stitched at their edges.
 //! 2. The super-block structure follows from the states alone
-//!    ([`BlockStructure`](super::superblock::BlockStructure)).
+//!    ([`super::superblock::BlockStructure`]).
 //! 3. *Pass 2* decodes the groups again in parallel, batch by batch, and emits layer 1 (one
 //!    unit per block start); each batch's output is fed in order to the streaming loop detector
 //!    and to the statistics, then dropped.

@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(short = 'p', long = "perfdata", value_name = "PROFILE")]
     pub profile: PathBuf,
     /// Heatmap file (`-` = standard output, the default). Also written: FILE.csv (cumulative
-    /// distribution), FILE-section-hotness.csv, FILE-<size> for each zoom-out block size, and
+    /// distribution), FILE-section-hotness.csv, `FILE-<size>` for each zoom-out block size, and
     /// FILE.svg.
     #[arg(short = 'o', value_name = "FILE", default_value = "-")]
     pub output: PathBuf,

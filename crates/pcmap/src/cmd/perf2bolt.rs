@@ -133,7 +133,7 @@ pub struct Args {
           require_equals = true, default_missing_value = "true", value_parser = llvm_bool)]
     pub filter_mem_profile: Option<bool>,
     /// Also draw the profile's code heatmap into FILE, as llvm-bolt-heatmap does (FILE.csv,
-    /// FILE-section-hotness.csv and FILE-<size> at the zoom-out sizes too), before converting.
+    /// FILE-section-hotness.csv and `FILE-<size>` at the zoom-out sizes too), before converting.
     #[arg(long = "heatmap", value_name = "FILE")]
     pub heatmap: Option<PathBuf>,
     /// Keep what the decoding pass over every function finds in DIR (created if needed), keyed
