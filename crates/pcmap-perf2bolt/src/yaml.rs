@@ -141,9 +141,10 @@ impl<'p> Index<'p> {
 /// Options of the YAML writer beyond the profile itself.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct YamlOptions {
-    /// perf2bolt's `--profile-use-dfs`: blocks in BOLT's depth-first order ([`crate::cfg::Cfg::dfs_order`]),
-    /// numbered in that order (unreachable blocks left out), the function hash over that order,
-    /// and `dfs-order: true` in the header. Outside BAT mode only.
+    /// perf2bolt's `--profile-use-dfs`: blocks in BOLT's depth-first order
+    /// ([`crate::cfg::Cfg::dfs_order`]), numbered in that order (unreachable blocks left out),
+    /// the function hash over that order, and `dfs-order: true` in the header. Outside BAT mode
+    /// only.
     pub dfs_order: bool,
 }
 

@@ -1,7 +1,7 @@
 //! Control-flow traces and their hierarchical trace representation (HTR).
 //!
-//! * [`format`](mod@format): readers and writers. The native text format ("pcmap-trace v1") and the compact
-//!   binary format ("PCMTRACE") are read and written; qemu-user `-d exec` logs, valgrind lackey
+//! * [`format`](mod@format): readers and writers. The native text format ("pcmap-trace v1")
+//!   and the compact binary format ("PCMTRACE") are read and written; qemu-user `-d exec` logs, valgrind lackey
 //!   `I` lines, libipt `ptxed` output, `perf script` instruction and branch samples and plain
 //!   address lists are read, auto-detected by [`format::detect`]. Every reader yields
 //!   [`Record`]s and reports failures as a [`TraceError`] naming the file and line (or byte offset).

@@ -21,6 +21,15 @@ macro_rules! key {
     }};
 }
 
+/// What comes before a key ([`key!`]): the indentation of the keys of a top-level mapping
+/// (`header`, `pseudo_probe_desc`), of a function and of a block, and the starts of a
+/// function's and of a block's sequence items.
+const TOP_LEVEL: &str = "  ";
+const FUNCTION: &str = "    ";
+const BLOCK: &str = "        ";
+const FUNCTION_ITEM: &str = "  - ";
+const BLOCK_ITEM: &str = "      - ";
+
 /// The length of [`key!`]'s piece.
 const fn key_len(prefix: &str, key: &str) -> usize {
     let pad = if key.len() < 16 { 16 - key.len() } else { 1 };
@@ -310,16 +319,16 @@ pub fn write_header<W: Write + ?Sized>(w: &mut W, h: &Header) -> io::Result<()> 
     let mut o = Out::new(w, 0);
     o.raw(b"---\n")?;
     o.raw(b"header:\n")?;
-    o.raw(key!("  ", "profile-version"))?;
+    o.raw(key!(TOP_LEVEL, "profile-version"))?;
     o.dec(h.version.into())?;
     o.raw(b"\n")?;
-    o.raw(key!("  ", "binary-name"))?;
+    o.raw(key!(TOP_LEVEL, "binary-name"))?;
     o.string(&h.binary_name)?;
     o.raw(b"\n")?;
-    o.raw(key!("  ", "binary-build-id"))?;
+    o.raw(key!(TOP_LEVEL, "binary-build-id"))?;
     o.string(&h.build_id)?;
     o.raw(b"\n")?;
-    o.raw(key!("  ", "profile-flags"))?;
+    o.raw(key!(TOP_LEVEL, "profile-flags"))?;
     o.raw(b"[ ")?;
     let mut first = true;
     for (bit, name) in [
@@ -336,16 +345,16 @@ pub fn write_header<W: Write + ?Sized>(w: &mut W, h: &Header) -> io::Result<()> 
         }
     }
     o.raw(b" ]\n")?;
-    o.raw(key!("  ", "profile-origin"))?;
+    o.raw(key!(TOP_LEVEL, "profile-origin"))?;
     o.string(&h.origin)?;
     o.raw(b"\n")?;
-    o.raw(key!("  ", "profile-events"))?;
+    o.raw(key!(TOP_LEVEL, "profile-events"))?;
     o.string(&h.events)?;
     o.raw(b"\n")?;
-    o.raw(key!("  ", "dfs-order"))?;
+    o.raw(key!(TOP_LEVEL, "dfs-order"))?;
     o.raw(if h.dfs_order { b"true\n" } else { b"false\n" })?;
     if h.hash_func != HashFunction::StdHash {
-        o.raw(key!("  ", "hash-func"))?;
+        o.raw(key!(TOP_LEVEL, "hash-func"))?;
         o.raw(b"xxh3\n")?;
     }
     Ok(())
@@ -362,29 +371,29 @@ pub fn write_block<W: Write + ?Sized>(
 }
 
 fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io::Result<()> {
-    o.raw(key!("      - ", "bid"))?;
+    o.raw(key!(BLOCK_ITEM, "bid"))?;
     o.dec(b.index.into())?;
     o.raw(b"\n")?;
-    o.raw(key!("        ", "insns"))?;
+    o.raw(key!(BLOCK, "insns"))?;
     o.dec(b.num_instructions.into())?;
     o.raw(b"\n")?;
     if b.hash != 0 {
-        o.raw(key!("        ", "hash"))?;
+        o.raw(key!(BLOCK, "hash"))?;
         o.hex(b.hash)?;
         o.raw(b"\n")?;
     }
     if b.exec_count != 0 {
-        o.raw(key!("        ", "exec"))?;
+        o.raw(key!(BLOCK, "exec"))?;
         o.dec(b.exec_count)?;
         o.raw(b"\n")?;
     }
     if b.event_count != 0 {
-        o.raw(key!("        ", "events"))?;
+        o.raw(key!(BLOCK, "events"))?;
         o.dec(b.event_count)?;
         o.raw(b"\n")?;
     }
     if !b.calls.is_empty() {
-        o.raw(key!("        ", "calls"))?;
+        o.raw(key!(BLOCK, "calls"))?;
         let seq = o.seq_begin()?;
         for (i, c) in b.calls.iter().enumerate() {
             o.seq_elem(i, seq)?;
@@ -421,7 +430,7 @@ fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io
         o.raw(b" ]\n")?;
     }
     if !b.successors.is_empty() {
-        o.raw(key!("        ", "succ"))?;
+        o.raw(key!(BLOCK, "succ"))?;
         let seq = o.seq_begin()?;
         for (i, s) in b.successors.iter().enumerate() {
             o.seq_elem(i, seq)?;
@@ -440,7 +449,7 @@ fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io
         o.raw(b" ]\n")?;
     }
     if !b.pseudo_probes.is_empty() {
-        o.raw(key!("        ", "probes"))?;
+        o.raw(key!(BLOCK, "probes"))?;
         let seq = o.seq_begin()?;
         for (i, p) in b.pseudo_probes.iter().enumerate() {
             o.seq_elem(i, seq)?;
@@ -459,7 +468,7 @@ fn write_block_to<W: Write + ?Sized>(o: &mut Out<'_, W>, b: &BlockRef<'_>) -> io
         o.raw(b" ]\n")?;
     }
     if !b.pseudo_probes_str.is_empty() {
-        o.raw(key!("        ", "probe"))?;
+        o.raw(key!(BLOCK, "probe"))?;
         o.string(b.pseudo_probes_str)?;
         o.raw(b"\n")?;
     }
@@ -483,7 +492,7 @@ pub fn write_function_with<W: Write + ?Sized>(
         write_block_to(&mut o, &b.view())?;
     }
     if !f.inline_tree.is_empty() {
-        o.raw(key!("    ", "inline_tree"))?;
+        o.raw(key!(FUNCTION, "inline_tree"))?;
         let seq = o.seq_begin()?;
         for (i, n) in f.inline_tree.iter().enumerate() {
             o.seq_elem(i, seq)?;
@@ -506,7 +515,7 @@ pub fn write_function_with<W: Write + ?Sized>(
         o.raw(b" ]\n")?;
     }
     if !f.inline_tree_str.is_empty() {
-        o.raw(key!("    ", "ppit"))?;
+        o.raw(key!(FUNCTION, "ppit"))?;
         o.string(&f.inline_tree_str)?;
         o.raw(b"\n")?;
     }
@@ -528,24 +537,24 @@ fn head_to<W: Write + ?Sized>(
     f: &FunctionHead<'_>,
     has_blocks: bool,
 ) -> io::Result<()> {
-    o.raw(key!("  - ", "name"))?;
+    o.raw(key!(FUNCTION_ITEM, "name"))?;
     o.string(f.name)?;
     o.raw(b"\n")?;
-    o.raw(key!("    ", "fid"))?;
+    o.raw(key!(FUNCTION, "fid"))?;
     o.dec(f.id.into())?;
     o.raw(b"\n")?;
-    o.raw(key!("    ", "hash"))?;
+    o.raw(key!(FUNCTION, "hash"))?;
     o.hex(f.hash)?;
     o.raw(b"\n")?;
-    o.raw(key!("    ", "exec"))?;
+    o.raw(key!(FUNCTION, "exec"))?;
     o.dec(f.exec_count)?;
     o.raw(b"\n")?;
     if f.extern_entry_count != 0 {
-        o.raw(key!("    ", "extern"))?;
+        o.raw(key!(FUNCTION, "extern"))?;
         o.dec(f.extern_entry_count)?;
         o.raw(b"\n")?;
     }
-    o.raw(key!("    ", "nblocks"))?;
+    o.raw(key!(FUNCTION, "nblocks"))?;
     o.dec(f.num_basic_blocks.into())?;
     o.raw(b"\n")?;
     if has_blocks {
@@ -620,17 +629,17 @@ pub fn write_document<W: Write + ?Sized>(
     if !d.is_empty() {
         let mut o = Out::new(w, wrap);
         o.raw(b"pseudo_probe_desc:\n")?;
-        o.raw(key!("  ", "gs"))?;
+        o.raw(key!(TOP_LEVEL, "gs"))?;
         let seq = o.seq_begin()?;
         for (i, g) in d.guids.iter().enumerate() {
             o.seq_elem(i, seq)?;
             o.hex(*g)?;
         }
         o.raw(b" ]\n")?;
-        o.raw(key!("  ", "gh"))?;
+        o.raw(key!(TOP_LEVEL, "gh"))?;
         o.flow_seq_dec(d.guid_hash_index.iter().map(|&v| u64::from(v)))?;
         o.raw(b"\n")?;
-        o.raw(key!("  ", "hs"))?;
+        o.raw(key!(TOP_LEVEL, "hs"))?;
         let seq = o.seq_begin()?;
         for (i, h) in d.hashes.iter().enumerate() {
             o.seq_elem(i, seq)?;
